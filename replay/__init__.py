@@ -1,0 +1,51 @@
+"""replay: record streaming HTTP responses (Server-Sent Events above all) with their timing,
+and play them back through httpx and httpx2 at original, accelerated or instant speed.
+
+    with replay.use_cassette("cassettes/hello.msgpack") as cassette:
+        ...   # every httpx / httpx2 client in the process records to / replays from it
+"""
+
+from __future__ import annotations
+
+from replay.clock import INSTANT, MonotonicClock, VirtualClock, parse_speed
+from replay.errors import (
+    CassetteFormatError,
+    CassetteMismatchError,
+    ConfigurationError,
+    ReplayError,
+)
+from replay.matching import DEFAULT_MATCH_ON
+from replay.model import Cassette, Chunk, Interaction, Request, Response, StreamEnd, TimedEvent
+from replay.playback import AsyncReplayTransport, ReplayTransport
+from replay.record import AsyncRecordingTransport, RecordingTransport
+from replay.redact import Redactor
+from replay.session import CassetteSession, use_cassette
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_MATCH_ON",
+    "INSTANT",
+    "AsyncRecordingTransport",
+    "AsyncReplayTransport",
+    "Cassette",
+    "CassetteFormatError",
+    "CassetteMismatchError",
+    "CassetteSession",
+    "Chunk",
+    "ConfigurationError",
+    "Interaction",
+    "MonotonicClock",
+    "RecordingTransport",
+    "Redactor",
+    "ReplayError",
+    "ReplayTransport",
+    "Request",
+    "Response",
+    "StreamEnd",
+    "TimedEvent",
+    "VirtualClock",
+    "__version__",
+    "parse_speed",
+    "use_cassette",
+]

@@ -1,0 +1,80 @@
+"""Which HTTP library (httpx or httpx2) an object belongs to, and its stream types.
+
+httpx2 is a fork of httpx with the same names; one code path serves both by asking each
+request which module it came from, and building the response, its stream and errors from
+that module. The clients check `isinstance(response.stream, SyncByteStream)` of their own
+module, hence one thin stream class per module, made once.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import AsyncIterator, Iterator
+from types import ModuleType
+from typing import Any, Protocol
+
+__all__ = ["AsyncSource", "SyncSource", "async_stream", "error_class", "module_of", "sync_stream"]
+
+
+class SyncSource(Protocol):
+    """A body being served: iterate for the chunks, close to stop early."""
+
+    def __iter__(self) -> Iterator[bytes]: ...
+    def close(self) -> None: ...
+
+
+class AsyncSource(Protocol):
+    """Async twin of `SyncSource`."""
+
+    def __aiter__(self) -> AsyncIterator[bytes]: ...
+    async def aclose(self) -> None: ...
+
+
+def module_of(obj: Any) -> ModuleType:
+    """The top-level module (`httpx` or `httpx2`) that defines `obj`'s class."""
+    return sys.modules[type(obj).__module__.partition(".")[0]]
+
+
+def error_class(module: ModuleType, name: str | None) -> type[Exception]:
+    """The exception class `name` of `module`, or its RemoteProtocolError if it has none."""
+    found = getattr(module, name, None) if name else None
+    if isinstance(found, type) and issubclass(found, Exception):
+        return found
+    fallback: type[Exception] = module.RemoteProtocolError
+    return fallback
+
+
+@functools.cache
+def _stream_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
+    class SyncStream(module.SyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, source: SyncSource) -> None:
+            self.source = source
+
+        def __iter__(self) -> Iterator[bytes]:
+            return iter(self.source)
+
+        def close(self) -> None:
+            self.source.close()
+
+    class AsyncStream(module.AsyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, source: AsyncSource) -> None:
+            self.source = source
+
+        def __aiter__(self) -> AsyncIterator[bytes]:
+            return self.source.__aiter__()
+
+        async def aclose(self) -> None:
+            await self.source.aclose()
+
+    return SyncStream, AsyncStream
+
+
+def sync_stream(module: ModuleType, source: SyncSource) -> Any:
+    """`source` as a `module.SyncByteStream`."""
+    return _stream_classes(module)[0](source)
+
+
+def async_stream(module: ModuleType, source: AsyncSource) -> Any:
+    """`source` as a `module.AsyncByteStream`."""
+    return _stream_classes(module)[1](source)

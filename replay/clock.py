@@ -1,0 +1,131 @@
+"""Speed, clocks and the replay schedule.
+
+A recorded chunk `at` seconds after the request was sent is due at the absolute deadline
+`t_send + at / speed`. Waiting for absolute deadlines, rather than sleeping each recorded gap,
+keeps the error of one late wake-up from adding up over a long stream. The schedule is pure:
+it reads a clock and says how long to wait; the sync and async streams do the waiting.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Protocol
+
+import anyio
+import anyio.lowlevel
+import attrs
+
+from replay.errors import ConfigurationError
+
+__all__ = ["INSTANT", "Clock", "MonotonicClock", "Schedule", "VirtualClock", "parse_speed"]
+
+#: The speed of "no waiting at all".
+INSTANT = math.inf
+
+SpeedLike = float | int | str
+
+
+def parse_speed(value: SpeedLike) -> float:
+    """A speed factor from `1`, `10.0`, `"10x"`, `"0.5x"`, `"instant"` or `math.inf`.
+
+    Raises:
+        ConfigurationError: not a positive number, nor "instant".
+    """
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("instant", "inf", "max"):
+            return INSTANT
+        try:
+            number = float(text[:-1] if text.endswith("x") else text)
+        except ValueError:
+            raise ConfigurationError(
+                f"speed {value!r} is not a number: use e.g. 1, '10x' or 'instant'"
+            ) from None
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    else:
+        raise ConfigurationError(f"speed must be a number or 'instant', not {value!r}")
+    if not number > 0:  # also rejects NaN
+        raise ConfigurationError(f"speed must be positive (1 = as recorded), not {value!r}")
+    return number
+
+
+def format_speed(speed: float) -> str:
+    """`"instant"` or `"10x"`: the inverse of `parse_speed`, for messages."""
+    return "instant" if math.isinf(speed) else f"{speed:g}x"
+
+
+class Clock(Protocol):
+    """A source of monotonic time and a way to wait for it (sync)."""
+
+    def now(self) -> float:
+        """Seconds on a monotonic clock."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Block for `seconds`."""
+        ...
+
+    async def asleep(self, seconds: float) -> None:
+        """Wait `seconds` without blocking the event loop."""
+        ...
+
+
+class MonotonicClock:
+    """The real clock: `time.monotonic` and `time.sleep`."""
+
+    def now(self) -> float:
+        """Seconds on `time.monotonic`."""
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        """`time.sleep(seconds)`."""
+        time.sleep(seconds)
+
+    async def asleep(self, seconds: float) -> None:
+        """`anyio.sleep(seconds)`: asyncio and trio alike."""
+        await anyio.sleep(seconds)
+
+
+@attrs.define
+class VirtualClock:
+    """A clock that moves only when slept on: exact, instant schedules for tests."""
+
+    time: float = 0.0
+    sleeps: list[float] = attrs.field(factory=list)
+
+    def now(self) -> float:
+        """The virtual time."""
+        return self.time
+
+    def sleep(self, seconds: float) -> None:
+        """Advance the virtual time by `seconds`, at once."""
+        self.sleeps.append(seconds)
+        self.time += seconds
+
+    async def asleep(self, seconds: float) -> None:
+        """Advance the virtual time by `seconds`, yielding to the event loop once."""
+        self.sleep(seconds)
+        await anyio.lowlevel.checkpoint()
+
+
+@attrs.frozen
+class Schedule:
+    """When each recorded moment is due, for one replayed response.
+
+    Args:
+        start: the clock reading when the request was sent.
+        speed: the speed factor (finite and positive; instant replay has no schedule).
+    """
+
+    start: float
+    speed: float
+
+    def deadline(self, at: float) -> float:
+        """The clock reading at which recorded time `at` is due."""
+        return self.start + at / self.speed
+
+    def delay(self, at: float, now: float) -> float:
+        """How long to wait at clock reading `now` for recorded time `at` (never negative)."""
+        return max(0.0, self.start + at / self.speed - now)

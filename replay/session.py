@@ -1,0 +1,250 @@
+"""`use_cassette`: the record-mode policy and the life of a cassette around a block of code.
+
+On enter: load the cassette (if its file exists), decide what may be replayed and what may
+be recorded, and route every httpx / httpx2 transport through this session. Each request is
+then replayed, recorded, or refused with `CassetteMismatchError`. On exit: restore the
+transports, and if anything was recorded, save under an inter-process lock, merging with
+what other processes saved meanwhile.
+
+Record modes (vcrpy's):
+    none          replay only; an unmatched request raises before any connection is attempted.
+    once          record if the cassette file does not exist yet, else replay only.
+    new_episodes  replay what matches, record the rest.
+    all           record everything, replay nothing; re-recorded requests replace old ones.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, TypeVar, cast
+
+from replay import patch
+from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
+from replay.errors import ConfigurationError
+from replay.matching import DEFAULT_MATCH_ON, MatchIndex, MatchOn
+from replay.model import Cassette, Interaction, Request
+from replay.playback import mismatch_error, play_async, play_sync
+from replay.record import Recording, record_async, record_sync
+from replay.redact import Redactor
+from replay.store import file_lock, load_interactions, save_interactions
+
+__all__ = ["RECORD_MODES", "CassetteSession", "RecordMode", "use_cassette"]
+
+RecordMode = Literal["none", "once", "new_episodes", "all"]
+RECORD_MODES: tuple[str, ...] = ("none", "once", "new_episodes", "all")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CassetteSession:
+    """A cassette in use: a context manager (sync and async) and a function decorator.
+
+    Made by `use_cassette`; see there for the arguments.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        record_mode: RecordMode | str = "once",
+        speed: SpeedLike = "instant",
+        match_on: MatchOn = DEFAULT_MATCH_ON,
+        allow_playback_repeats: bool = False,
+        redactor: Redactor | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if record_mode not in RECORD_MODES:
+            raise ConfigurationError(
+                f"unknown record mode {record_mode!r}: use one of {', '.join(RECORD_MODES)}"
+            )
+        MatchIndex([], match_on=match_on)  # validates matcher names now, not at first request
+        self.path = Path(path)
+        self.record_mode = record_mode
+        self.speed = parse_speed(speed)
+        self.match_on = tuple(match_on)
+        self.allow_playback_repeats = allow_playback_repeats
+        self.redactor = redactor or Redactor()
+        self.clock = clock or MonotonicClock()
+        self.cassette: Cassette | None = None
+        self._may_replay = False
+        self._may_record = False
+        self._lock = threading.Lock()
+        self._pending: set[Recording] = set()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> Cassette:
+        if self.cassette is not None:
+            raise ConfigurationError(f"cassette {str(self.path)!r} is already in use")
+        existed = self.path.exists()
+        interactions = load_interactions(self.path) if existed else []
+        mode = self.record_mode
+        self._may_replay = mode in ("none", "new_episodes") or (mode == "once" and existed)
+        self._may_record = mode in ("new_episodes", "all") or (mode == "once" and not existed)
+        self.cassette = Cassette(
+            interactions,
+            path=self.path,
+            match_on=self.match_on,
+            allow_playback_repeats=self.allow_playback_repeats,
+        )
+        patch.install(self)
+        return self.cassette
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        patch.uninstall(self)
+        for recording in list(self._pending):  # bodies still streaming end here
+            recording.finish(truncated=True)
+        cassette, self.cassette = self.cassette, None
+        assert cassette is not None
+        if cassette.recorded:
+            self._save(cassette)
+
+    async def __aenter__(self) -> Cassette:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, traceback)
+
+    def __call__(self, function: F) -> F:
+        """Decorate a sync or async function: each call runs inside a fresh session."""
+        make = functools.partial(self._fresh)
+        if inspect.iscoroutinefunction(function):
+
+            @functools.wraps(function)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                async with make():
+                    return await function(*args, **kwargs)
+
+            return cast(F, async_wrapper)
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with make():
+                return function(*args, **kwargs)
+
+        return cast(F, wrapper)
+
+    def _fresh(self) -> CassetteSession:
+        return CassetteSession(
+            self.path,
+            record_mode=self.record_mode,
+            speed=self.speed,
+            match_on=self.match_on,
+            allow_playback_repeats=self.allow_playback_repeats,
+            redactor=self.redactor,
+            clock=self.clock,
+        )
+
+    def _save(self, cassette: Cassette) -> None:
+        recorded = list(cassette.recorded)
+        with file_lock(self.path):
+            # Re-read: another process (an xdist worker) may have saved since we loaded.
+            base = load_interactions(self.path) if self.path.exists() else []
+            if self.record_mode == "all":  # re-recorded requests replace their old answers
+                index = MatchIndex([], match_on=self.match_on)
+                fresh = {index.key(interaction.request) for interaction in recorded}
+                base = [i for i in base if index.key(i.request) not in fresh]
+            save_interactions(self.path, [*base, *recorded])
+
+    # -- routing (called by the patched transports) --------------------------------------------
+
+    def _lookup(self, request: Any) -> tuple[Request, Interaction | None]:
+        wanted = self.redactor.request(Request.from_httpx(request))
+        cassette = self.cassette
+        assert cassette is not None
+        if self._may_replay:
+            with self._lock:
+                index = cassette.find(wanted)
+            if index is not None:
+                return wanted, cassette.interactions[index]
+        if not self._may_record:
+            raise mismatch_error(cassette, wanted, self.record_mode)
+        return wanted, None
+
+    def _schedule(self) -> Schedule | None:
+        if self.speed == float("inf"):
+            return None
+        return Schedule(start=self.clock.now(), speed=self.speed)
+
+    def _sink(self, interaction: Interaction) -> None:
+        cleaned = self.redactor.interaction(interaction)
+        with self._lock:
+            if self.cassette is not None:
+                self.cassette.append(cleaned)
+
+    def handle(self, request: Any, send: patch.Send) -> Any:
+        """Replay, record or refuse a sync request (see the record modes)."""
+        schedule = self._schedule()
+        request.read()
+        _, interaction = self._lookup(request)
+        if interaction is not None:
+            return play_sync(request, interaction, schedule, self.clock)
+        return record_sync(request, send, self._sink, pending=self._pending)
+
+    async def ahandle(self, request: Any, send: patch.AsyncSend) -> Any:
+        """Replay, record or refuse an async request (see the record modes)."""
+        schedule = self._schedule()
+        await request.aread()
+        _, interaction = self._lookup(request)
+        if interaction is not None:
+            return await play_async(request, interaction, schedule, self.clock)
+        return await record_async(request, send, self._sink, pending=self._pending)
+
+
+def use_cassette(
+    path: str | Path,
+    *,
+    record_mode: RecordMode | str = "once",
+    speed: SpeedLike = "instant",
+    match_on: Sequence[str | Callable[[Any, Any], Any]] = DEFAULT_MATCH_ON,
+    allow_playback_repeats: bool = False,
+    redact_headers: Sequence[str] = (),
+    redact_query_parameters: Sequence[str] = (),
+    before_record: Callable[[Interaction], Interaction] | None = None,
+    clock: Clock | None = None,
+) -> CassetteSession:
+    """Record to or replay from the cassette at `path` every httpx / httpx2 request made inside.
+
+    Use as `with use_cassette(...) as cassette:`, `async with`, or as a decorator of sync and
+    async functions.
+
+    Args:
+        path: the cassette file (msgpack).
+        record_mode: "none", "once" (default), "new_episodes" or "all" — vcrpy's meanings.
+        speed: replay speed: 1 = as recorded, 10 = ten times faster, "instant" (default).
+        match_on: matcher names or vcrpy-style callables (default: method, scheme, host,
+            port, path, query, body).
+        allow_playback_repeats: let one recorded interaction answer several requests.
+        redact_headers: header names to redact, besides Authorization, api keys and cookies.
+        redact_query_parameters: query parameters to redact, besides key, api_key, token…
+        before_record: a callable that may rewrite each interaction before it is stored.
+        clock: the clock replay waits on (a `VirtualClock` in tests of timing logic).
+
+    Raises:
+        ConfigurationError: a bad record mode, speed or matcher.
+        CassetteFormatError: the cassette file exists but cannot be read.
+    """
+    return CassetteSession(
+        path,
+        record_mode=record_mode,
+        speed=speed,
+        match_on=match_on,
+        allow_playback_repeats=allow_playback_repeats,
+        redactor=Redactor(redact_headers, redact_query_parameters, before_record),
+        clock=clock,
+    )

@@ -1,0 +1,253 @@
+"""The cassette file: msgpack, versioned, validated on load, saved atomically.
+
+Layout (see docs/cassette-format.md):
+
+    {"format": "replay-cassette", "version": 1, "interactions": [
+        {"request":  {"method": str, "url": str, "headers": [[str, str], ...], "body": bin},
+         "response": {"status": int, "headers": [[str, str], ...], "headers_at": float,
+                      "chunks": [[float, bin], ...],
+                      "end": {"at": float, "error": str | nil, "message": str,
+                              "truncated": bool}}}, ...]}
+
+Loading checks every field, so that any damage becomes one `CassetteFormatError` naming
+the file and the place, never a KeyError deep inside playback. Saving writes a temporary
+file beside the target, fsyncs it and renames it over the target: a crash at any moment
+leaves the old cassette or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from replay.errors import CassetteFormatError
+from replay.model import Chunk, Interaction, Request, Response, StreamEnd
+
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "file_lock", "load_interactions", "save_interactions"]
+
+FORMAT_NAME = "replay-cassette"
+FORMAT_VERSION = 1
+
+
+class _Bad(Exception):
+    """A validation failure at a place inside the document."""
+
+
+def _expect(value: object, kind: type | tuple[type, ...], where: str) -> Any:
+    if isinstance(value, bool) and kind in (int, float, (int, float)):
+        raise _Bad(f"{where}: expected a number, found a boolean")
+    if not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise _Bad(f"{where}: expected {names}, found {type(value).__name__}")
+    return value
+
+
+def _field(mapping: dict[Any, Any], name: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if name not in mapping:
+        raise _Bad(f"{where}: missing field {name!r}")
+    return _expect(mapping[name], kind, f"{where}.{name}")
+
+
+def _headers(value: object, where: str) -> list[tuple[str, str]]:
+    pairs = []
+    for i, pair in enumerate(_expect(value, list, where)):
+        _expect(pair, list, f"{where}[{i}]")
+        if len(pair) != 2:
+            raise _Bad(f"{where}[{i}]: expected a [name, value] pair")
+        pairs.append(
+            (_expect(pair[0], str, f"{where}[{i}][0]"), _expect(pair[1], str, f"{where}[{i}][1]"))
+        )
+    return pairs
+
+
+def _request(value: object, where: str) -> Request:
+    doc: dict[Any, Any] = _expect(value, dict, where)
+    return Request(
+        method=_field(doc, "method", str, where),
+        url=_field(doc, "url", str, where),
+        headers=_headers(_field(doc, "headers", list, where), f"{where}.headers"),
+        body=_field(doc, "body", bytes, where),
+    )
+
+
+def _chunks(value: list[Any], where: str) -> list[Chunk]:
+    chunks = []
+    for i, item in enumerate(value):
+        if type(item) is not list or len(item) != 2:
+            raise _Bad(f"{where}[{i}]: expected an [at, bytes] pair")
+        at, data = item
+        if type(at) is not float and type(at) is not int:
+            _expect(at, (int, float), f"{where}[{i}][0]")
+        chunks.append(Chunk(at, _expect(data, bytes, f"{where}[{i}][1]")))
+    return chunks
+
+
+def _end(value: object, where: str) -> StreamEnd:
+    doc: dict[Any, Any] = _expect(value, dict, where)
+    error = doc.get("error")
+    if error is not None:
+        _expect(error, str, f"{where}.error")
+    return StreamEnd(
+        at=_field(doc, "at", (int, float), where),
+        error=error,
+        message=_field(doc, "message", str, where),
+        truncated=_field(doc, "truncated", bool, where),
+    )
+
+
+def _response(value: object, where: str) -> Response:
+    doc: dict[Any, Any] = _expect(value, dict, where)
+    return Response(
+        status=_field(doc, "status", int, where),
+        headers=_headers(_field(doc, "headers", list, where), f"{where}.headers"),
+        headers_at=_field(doc, "headers_at", (int, float), where),
+        chunks=_chunks(_field(doc, "chunks", list, where), f"{where}.chunks"),
+        end=_end(_field(doc, "end", dict, where), f"{where}.end"),
+    )
+
+
+def _interactions(value: object) -> list[Interaction]:
+    document: dict[Any, Any] = _expect(value, dict, "document")
+    name = document.get("format")
+    if name != FORMAT_NAME:
+        raise _Bad(f"not a replay cassette (format {name!r}, expected {FORMAT_NAME!r})")
+    version = _field(document, "version", int, "document")
+    if version > FORMAT_VERSION:
+        raise _Bad(
+            f"format version {version} is newer than this replay reads "
+            f"(version {FORMAT_VERSION}): upgrade replay"
+        )
+    if version < 1:
+        raise _Bad(f"unknown format version {version}")
+    interactions = _field(document, "interactions", list, "document")
+    result = []
+    for i, item in enumerate(interactions):
+        where = f"interactions[{i}]"
+        _expect(item, dict, where)
+        try:
+            result.append(
+                Interaction(
+                    _request(_field(item, "request", dict, where), f"{where}.request"),
+                    _response(_field(item, "response", dict, where), f"{where}.response"),
+                )
+            )
+        except (TypeError, ValueError) as exc:  # attrs validators: negative times, bad status
+            raise _Bad(f"{where}: {exc}") from exc
+    return result
+
+
+def load_interactions(path: str | Path) -> list[Interaction]:
+    """Read and validate a cassette file.
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        CassetteFormatError: the file is not a complete, well-formed cassette this version reads.
+    """
+    path = Path(path)
+    data = path.read_bytes()
+    if not data:
+        raise CassetteFormatError(path, "the file is empty")
+    try:
+        document = msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=True)
+    except msgpack.ExtraData as exc:
+        raise CassetteFormatError(path, "unexpected bytes after the cassette document") from exc
+    except Exception as exc:  # msgpack raises assorted types on garbage input
+        truncated = "incomplete" in str(exc) or "exceeds max" in str(exc)
+        problem = "the file ends too early (truncated)" if truncated else "not a msgpack document"
+        raise CassetteFormatError(path, f"{problem}: {type(exc).__name__}: {exc}") from exc
+    try:
+        return _interactions(document)
+    except _Bad as exc:
+        raise CassetteFormatError(path, str(exc)) from exc
+
+
+def _document(interactions: Sequence[Interaction]) -> dict[str, Any]:
+    def request(r: Request) -> dict[str, Any]:
+        headers = [list(pair) for pair in r.headers]
+        return {"method": r.method, "url": r.url, "headers": headers, "body": r.body}
+
+    def response(r: Response) -> dict[str, Any]:
+        end = r.end
+        return {
+            "status": r.status,
+            "headers": [list(pair) for pair in r.headers],
+            "headers_at": float(r.headers_at),
+            "chunks": [[float(c.at), c.data] for c in r.chunks],
+            "end": {
+                "at": float(end.at),
+                "error": end.error,
+                "message": end.message,
+                "truncated": end.truncated,
+            },
+        }
+
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "interactions": [
+            {"request": request(i.request), "response": response(i.response)} for i in interactions
+        ],
+    }
+
+
+def dumps(interactions: Sequence[Interaction]) -> bytes:
+    """The cassette file's bytes for `interactions`."""
+    packed: bytes = msgpack.packb(_document(interactions), use_bin_type=True)
+    return packed
+
+
+def save_interactions(path: str | Path, interactions: Sequence[Interaction]) -> None:
+    """Write a cassette atomically: temporary file beside it, fsync, rename over it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = dumps(interactions)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Makes the rename itself durable; not possible on every platform, hence best effort.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def file_lock(path: str | Path) -> Iterator[None]:
+    """Hold an exclusive inter-process lock on `path` (a `.lock` file beside it)."""
+    lock_path = Path(f"{path}.lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+b") as lock_file:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: no inter-process lock
+            yield
+            return
+        fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
