@@ -1,9 +1,11 @@
 """A real HTTP/1.1 origin on 127.0.0.1 that streams scripted chunks with real delays.
 
 The demo records from it and the tests check recording against it, so it must behave like a
-streaming API over a real socket: chunked bodies whose chunks leave one per ``sendall`` with
-Nagle off (so every scripted boundary reaches the client as its own read), keep-alive, gzip
-that keeps boundaries (sync flushes), and the ways streams end badly (dropped, hanging).
+streaming API over a real socket: each scripted chunk is one HTTP chunk (h11 hands each to
+httpx as its own piece, whatever the TCP reads were), written with one ``sendall`` with Nagle
+off so it leaves on time; keep-alive; gzip that keeps boundaries (a sync flush per chunk); and
+the ways streams end badly (dropped, hanging).
+
 Delays are absolute deadlines from the moment the headers left, so timing does not drift, and
 every wait is on one ``threading.Event`` so leaving the context manager ends streams at once.
 """
@@ -136,7 +138,7 @@ class Origin:
         """Answer requests to exactly ``path`` (query ignored), any method, with ``script``."""
         self._routes[path] = script
 
-    def script_for(self, path: str) -> Script:
+    def _script_for(self, path: str) -> Script:
         """The script that answers ``path`` (a 404 script when no route matches)."""
         return self._routes.get(path, _NOT_FOUND)
 
@@ -190,8 +192,8 @@ class _Server(ThreadingHTTPServer):
 
     def get_request(self) -> tuple[socket.socket, Any]:
         sock, address = super().get_request()
-        # Without this, Nagle's algorithm holds a small chunk back until the previous one is
-        # acknowledged, merging scripted chunks into one read on the client.
+        # Without this, Nagle's algorithm may hold a small chunk back until the previous one
+        # is acknowledged (delayed ACKs: up to 40 ms), which would skew the scripted timing.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self._live_lock:
             self._live.add(sock)
@@ -255,7 +257,7 @@ class _Handler(BaseHTTPRequestHandler):
                 client_port=self.client_address[1],
             )
         )
-        script = self.server.origin.script_for(parts.path)
+        script = self.server.origin._script_for(parts.path)
         if script.echo:
             script = attrs.evolve(
                 script,

@@ -29,7 +29,7 @@ from replay._streams import (
 FAST = 0.01  # scale for the realistic streams: ~10 ms instead of ~1 s each
 
 EVENTS = tuple((0.02, b"data: %d\n\n" % i) for i in range(5))
-"""Small gaps, yet long enough that each chunk reaches the client as its own read."""
+"""Five SSE events 20 ms apart: short, but real waits between chunks."""
 
 
 @pytest.fixture
