@@ -37,9 +37,14 @@ def module_of(obj: Any) -> ModuleType:
 
 
 def error_class(module: ModuleType, name: str | None) -> type[Exception]:
-    """The exception class `name` of `module`, or its RemoteProtocolError if it has none."""
+    """The request error class `name` of `module`, or its RemoteProtocolError if it has none.
+
+    Only `RequestError` subclasses qualify (what a transport raises mid-body, and built from
+    a message alone); any other recorded error, e.g. one a custom transport raised, replays
+    as the connection failing: RemoteProtocolError.
+    """
     found = getattr(module, name, None) if name else None
-    if isinstance(found, type) and issubclass(found, Exception):
+    if isinstance(found, type) and issubclass(found, module.RequestError):
         return found
     fallback: type[Exception] = module.RemoteProtocolError
     return fallback

@@ -1,14 +1,14 @@
 """The `replay` command. Thin: parses arguments, calls the library, prints.
 
-Errors of the library become one line on stderr and exit status 1 (2 for usage errors);
-`--debug` shows the traceback instead.
+Errors of the library become one line on stderr and exit status 1 (argparse's usage errors
+exit 2); `--debug` shows the traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from replay import __version__
@@ -17,9 +17,45 @@ from replay.errors import ReplayError
 __all__ = ["main"]
 
 _EPILOG = """examples:
-  replay demo                       record a local streaming call, replay it at 1x, 10x, instant
-  replay demo --cassette demo.msgpack
+  replay demo                                   see record and replay at work, offline
+  replay record out.msgpack -- python app.py   record every httpx/httpx2 request of app.py
+  replay run out.msgpack -- python app.py      run app.py again, served from the cassette
+  replay show out.msgpack --events             what was recorded, event by event
+  replay play out.msgpack -i 0 --speed 1       watch a stream at its recorded pace
+  replay convert out.msgpack out.yaml          to vcrpy's format (and back)
+  replay serve out.msgpack --port 8080          serve the cassette over HTTP to any client
+  replay proxy --target https://api.openai.com -o out.msgpack --port 8080
 """
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
+
+
+def _verb(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    description: str,
+    example: str,
+) -> argparse.ArgumentParser:
+    return verbs.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=f"example:\n  {example}",
+        formatter_class=_formatter,
+    )
+
+
+def _command_args(parser: argparse.ArgumentParser) -> None:
+    # What follows "--" is split off in `main` before parsing: a REMAINDER positional after
+    # OUT / CASSETTE would swallow the options given after it ("run c.msgpack --speed 1 --").
+    parser.add_argument(
+        "command", nargs="*", metavar="CMD", help="the program to run and its arguments, after --"
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,26 +63,139 @@ def _parser() -> argparse.ArgumentParser:
         prog="replay",
         description="Record and replay streaming HTTP (Server-Sent Events) with its timing.",
         epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_formatter,
     )
     parser.add_argument("--version", action="version", version=f"replay {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-    demo = verbs.add_parser(
+
+    demo = _verb(
+        verbs,
         "demo",
-        help="record a local Responses API stream and replay it (no network, no keys)",
-        description=(
-            "Start a local origin on 127.0.0.1 that streams OpenAI Responses API events, "
-            "record one call through the real recording path, replay it at 1x, 10x and "
-            "instant, and print each event's time in each run."
-        ),
-        epilog="example:\n  replay demo --cassette demo.msgpack",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "record a local Responses API stream and replay it (no network, no keys)",
+        "Start a local origin on 127.0.0.1 that streams OpenAI Responses API events, record "
+        "one call through the real recording path, replay it at 1x, 10x and instant, and "
+        "print each event's time in each run.",
+        "replay demo --cassette demo.msgpack",
     )
-    demo.add_argument(
-        "--cassette", type=Path, help="keep the recorded cassette here (default: temporary)"
+    demo.add_argument("--cassette", type=Path, help="keep the recording here (default: temporary)")
+
+    record = _verb(
+        verbs,
+        "record",
+        "run a Python program and record its httpx/httpx2 traffic",
+        "Run CMD (a Python program, unmodified) and record every httpx and httpx2 request it "
+        "makes into OUT, with each chunk's timing. Secrets are redacted. The program's exit "
+        "status is passed through.",
+        "replay record cassettes/app.msgpack -- python app.py --prompt hi",
     )
+    record.add_argument("out", type=Path, metavar="OUT", help="the cassette to write")
+    record.add_argument(
+        "--mode",
+        choices=("all", "new_episodes"),
+        default="all",
+        help="all: record everything again (default); new_episodes: keep what matches",
+    )
+    _command_args(record)
+
+    run = _verb(
+        verbs,
+        "run",
+        "run a Python program with its traffic served from a cassette",
+        "Run CMD with every httpx and httpx2 request answered from CASSETTE: offline "
+        "regression from the command line. With --mode none it never touches the network.",
+        "replay run cassettes/app.msgpack --speed 10x -- python app.py",
+    )
+    run.add_argument("cassette", type=Path, metavar="CASSETTE")
+    run.add_argument(
+        "--mode",
+        choices=("none", "once", "new_episodes"),
+        default="none",
+        help="none: replay only (default); new_episodes: record what is missing",
+    )
+    run.add_argument("--speed", default="instant", help="1, 10x, instant (default: instant)")
+    _command_args(run)
+
+    show = _verb(
+        verbs,
+        "show",
+        "list a cassette's interactions (or events, raw bytes, JSON)",
+        "Print a table of the interactions in CASSETTE: method, URL, status, chunks, bytes, "
+        "time to first byte, duration, SSE events. The plain output is stable and diffs "
+        "well (use it as a git textconv).",
+        "replay show cassettes/app.msgpack --events",
+    )
+    show.add_argument("cassette", type=Path, metavar="CASSETTE")
+    form = show.add_mutually_exclusive_group()
+    form.add_argument("--events", action="store_true", help="each SSE event with its time")
+    form.add_argument("--raw", action="store_true", help="the bodies as text")
+    form.add_argument("--json", action="store_true", help="a machine-readable dump")
+
+    play = _verb(
+        verbs,
+        "play",
+        "write an interaction's body to stdout at its recorded pace",
+        "Write the body of one interaction of CASSETTE to stdout, chunk by chunk, at its "
+        "recorded timing (or --speed times it).",
+        "replay play cassettes/app.msgpack -i 0 --speed 2",
+    )
+    play.add_argument("cassette", type=Path, metavar="CASSETTE")
+    play.add_argument("-i", "--interaction", type=int, default=0, metavar="N", help="index (0)")
+    play.add_argument("--speed", default="1", help="1 (default), 10x, instant")
+
+    convert = _verb(
+        verbs,
+        "convert",
+        "convert between replay's format, vcrpy YAML and JSON",
+        "Convert SRC to DST, by their suffixes: .msgpack (replay), .yaml/.yml (vcrpy), "
+        ".json (export). vcrpy cassettes carry no timing: they convert with every chunk at 0.",
+        "replay convert cassettes/app.msgpack cassettes/app.yaml",
+    )
+    convert.add_argument("src", type=Path, metavar="SRC")
+    convert.add_argument("dst", type=Path, metavar="DST")
+
+    serve = _verb(
+        verbs,
+        "serve",
+        "serve a cassette over HTTP on 127.0.0.1, with its timing",
+        "Run an HTTP server on 127.0.0.1 that answers each request from CASSETTE at its "
+        "recorded pace, for clients in any language.",
+        "replay serve cassettes/app.msgpack --port 8080 --speed 1",
+    )
+    serve.add_argument("cassette", type=Path, metavar="CASSETTE")
+    serve.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any)")
+    serve.add_argument("--speed", default="1", help="1 (default), 10x, instant")
+    serve.add_argument("--repeat", action="store_true", help="let interactions play again")
+
+    proxy = _verb(
+        verbs,
+        "proxy",
+        "record any client through a local reverse proxy",
+        "Run a reverse proxy on 127.0.0.1 that forwards to --target, streaming responses "
+        "through as they arrive, and records them into -o OUT (saved after each interaction "
+        "and on exit: Ctrl-C or SIGTERM).",
+        "replay proxy --target https://api.openai.com -o cassettes/node.msgpack --port 8080",
+    )
+    proxy.add_argument("--target", required=True, help="the upstream base URL")
+    proxy.add_argument("-o", "--out", type=Path, required=True, help="the cassette to write")
+    proxy.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any)")
     return parser
+
+
+def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """replay's own arguments, and the program's: what follows the first "--" (or None)."""
+    arguments = list(argv)
+    if "--" not in arguments:
+        return arguments, None
+    at = arguments.index("--")
+    return arguments[:at], arguments[at + 1 :]
+
+
+def _command(args: argparse.Namespace) -> list[str]:
+    command = list(args.command)
+    if not command:
+        raise SystemExit(f"replay {args.verb}: error: no command given: add -- CMD [ARGS...]")
+    return command
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -57,16 +206,96 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _record(args: argparse.Namespace) -> int:
+    from replay.child import record_command
+
+    return record_command(args.out, _command(args), mode=args.mode)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from replay.child import replay_command
+
+    return replay_command(args.cassette, _command(args), mode=args.mode, speed=args.speed)
+
+
+def _show(args: argparse.Namespace) -> int:
+    from replay import describe
+    from replay.model import Cassette
+
+    cassette = Cassette.load(args.cassette)
+    if args.events:
+        text = describe.events(cassette)
+    elif args.raw:
+        text = describe.raw(cassette)
+    elif args.json:
+        text = describe.to_json(cassette)
+    else:
+        text = describe.table(cassette)
+    # UTF-8 whatever the locale: the output must be the same everywhere (git textconv).
+    sys.stdout.buffer.write(text.encode("utf-8"))
+    sys.stdout.flush()
+    return 0
+
+
+def _play(args: argparse.Namespace) -> int:
+    from replay import describe
+    from replay.model import Cassette
+
+    describe.play(Cassette.load(args.cassette), args.interaction, args.speed, sys.stdout.buffer)
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from replay.convert import convert
+
+    count = convert(args.src, args.dst)
+    plural = "" if count == 1 else "s"
+    print(f"{args.src} -> {args.dst}: {count} interaction{plural}", file=sys.stderr)
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from replay.serve import serve
+
+    serve(args.cassette, port=args.port, speed=args.speed, repeat=args.repeat)
+    return 0
+
+
+def _proxy(args: argparse.Namespace) -> int:
+    from replay.serve import proxy
+
+    proxy(args.target, args.out, port=args.port)
+    return 0
+
+
+_COMMANDS: dict[str, Command] = {
+    "demo": _demo,
+    "record": _record,
+    "run": _run,
+    "show": _show,
+    "play": _play,
+    "convert": _convert,
+    "serve": _serve,
+    "proxy": _proxy,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `replay` command; returns the exit status."""
-    args = _parser().parse_args(argv)
-    commands = {"demo": _demo}
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    own, command = _split_command(arguments)
+    args = _parser().parse_args(own)
+    if args.verb in ("record", "run"):
+        args.command = [*args.command, *(command or [])]
+    elif command is not None:  # "--" means to other verbs what it means to argparse
+        args = _parser().parse_args(arguments)
     try:
-        return commands[args.verb](args)
+        return _COMMANDS[args.verb](args)
     except (ReplayError, OSError) as error:
         if args.debug:
             raise
-        print(f"replay: error: {error}".splitlines()[0], file=sys.stderr)
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        print(f"replay: error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -9,6 +9,7 @@ it reads a clock and says how long to wait; the sync and async streams do the wa
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from typing import Protocol
 
@@ -42,8 +43,11 @@ def parse_speed(value: SpeedLike) -> float:
             raise ConfigurationError(
                 f"speed {value!r} is not a number: use e.g. 1, '10x' or 'instant'"
             ) from None
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value)
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an int too large for a float: no waiting, in effect
+            number = INSTANT
     else:
         raise ConfigurationError(f"speed must be a number or 'instant', not {value!r}")
     if not number > 0:  # also rejects NaN
@@ -100,7 +104,9 @@ class VirtualClock:
         return self.time
 
     def sleep(self, seconds: float) -> None:
-        """Advance the virtual time by `seconds`, at once."""
+        """Advance the virtual time by `seconds`, at once (negative: ValueError, as time.sleep)."""
+        if not seconds >= 0:
+            raise ValueError(f"cannot sleep a negative time: {seconds!r} s")
         self.sleeps.append(seconds)
         self.time += seconds
 
@@ -120,7 +126,7 @@ class Schedule:
     """
 
     start: float
-    speed: float
+    speed: float = attrs.field(validator=attrs.validators.gt(0.0))
 
     def deadline(self, at: float) -> float:
         """The clock reading at which recorded time `at` is due."""

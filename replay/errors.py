@@ -1,9 +1,11 @@
 """The exceptions replay raises.
 
     ReplayError
-    ├── CassetteFormatError (ValueError)   a cassette file that cannot be read
+    ├── CassetteFormatError (ValueError)    a cassette file that cannot be read
     ├── CassetteMismatchError (LookupError) a request the cassette cannot answer
-    └── ConfigurationError (ValueError)     a bad argument: speed, record mode, matcher…
+    ├── ConfigurationError (ValueError)     a bad argument: speed, record mode, matcher…
+    ├── NetworkBlockedError (ConnectionError) a request the blocked network refused
+    └── UnplayedInteractionsWarning (UserWarning) a cassette left interactions unplayed
 
 Each constructor takes typed fields and builds its message; no message ever echoes a
 secret (requests in messages are redacted first).
@@ -13,13 +15,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from replay.model import Interaction
 
 __all__ = [
+    "ALREADY_PLAYED",
     "CassetteFormatError",
     "CassetteMismatchError",
     "ConfigurationError",
+    "NetworkBlockedError",
     "ReplayError",
+    "UnplayedInteractionsWarning",
 ]
+
+
+#: The "matcher" named in `CassetteMismatchError.differences` when every matcher passes but
+#: the nearest interaction has already played.
+ALREADY_PLAYED = "already played"
 
 
 class ReplayError(Exception):
@@ -62,9 +76,12 @@ class CassetteMismatchError(ReplayError, LookupError):
         reason: str = "",
     ) -> None:
         self.method = method
-        self.url = url
+        self.url = _without_secrets(url)  # callers redact already: this is a second guard
         self.cassette_path = None if cassette_path is None else Path(cassette_path)
         self.record_mode = record_mode
+        if nearest is not None:
+            nearest_method, _, nearest_url = nearest.partition(" ")
+            nearest = f"{nearest_method} {_without_secrets(nearest_url)}"
         self.nearest = nearest
         self.differences = tuple(differences)
         where = (
@@ -72,18 +89,63 @@ class CassetteMismatchError(ReplayError, LookupError):
             if cassette_path is None
             else f"cassette {str(cassette_path)!r}"
         )
-        lines = [f"{method} {url} has no match in {where} (record mode {record_mode!r})"]
+        lines = [f"{method} {self.url} has no match in {where} (record mode {record_mode!r})"]
         if reason:
             lines.append(reason)
         if nearest is None:
-            lines.append("The cassette has no interactions left to play.")
+            lines.append("The cassette has no recorded interactions.")
         else:
             lines.append(f"Nearest recorded request: {nearest}")
             for name, how in self.differences:
                 how_lines = how.splitlines() or [""]
-                lines.append(f"  {name} differs: {how_lines[0]}")
+                if name == ALREADY_PLAYED:
+                    lines.append(f"  it matches, but {ALREADY_PLAYED}: {how_lines[0]}")
+                else:
+                    lines.append(f"  {name} differs: {how_lines[0]}")
                 lines.extend(f"    {line}" for line in how_lines[1:])
         lines.append(
             "To record it, use record_mode='new_episodes' (or 'all' to record everything again)."
         )
         super().__init__("\n".join(lines))
+
+
+def _without_secrets(url: str) -> str:
+    from replay.redact import Redactor  # redact imports the model, which imports errors
+
+    return Redactor().url(url)
+
+
+class NetworkBlockedError(ReplayError, ConnectionError):
+    """The network is blocked and no cassette answered a request (or a socket connect).
+
+    Attributes:
+        method, url: the refused request (secret query parameters redacted); `CONNECT` and
+            `host:port` for a raw socket connection.
+    """
+
+    def __init__(self, *, method: str, url: str) -> None:
+        self.method = method
+        self.url = _without_secrets(url)
+        super().__init__(
+            f"{method} {self.url} was refused: the network is blocked and no cassette "
+            "answered it. Record it in a cassette (use_cassette / @pytest.mark.use_cassette), "
+            "or allow its host (replay_allowed_hosts)."
+        )
+
+
+class UnplayedInteractionsWarning(ReplayError, UserWarning):
+    """A cassette session ended with recorded interactions it never played.
+
+    Usually a request the code no longer makes, or makes differently enough not to match.
+    """
+
+    @classmethod
+    def describe(cls, path: Path | str | None, unplayed: Sequence[Interaction]) -> str:
+        """The message for `unplayed` interactions of the cassette at `path`."""
+        count = len(unplayed)
+        where = "the in-memory cassette" if path is None else f"cassette {str(path)!r}"
+        shown = [f"  {i.request.method} {_without_secrets(i.request.url)}" for i in unplayed[:5]]
+        if count > len(shown):
+            shown.append(f"  … and {count - len(shown)} more")
+        plural = "" if count == 1 else "s"
+        return "\n".join([f"{count} unplayed interaction{plural} in {where}:", *shown])

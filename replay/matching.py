@@ -11,12 +11,13 @@ miss, so the messages read as vcrpy users know them.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
-from replay.errors import ConfigurationError
+from replay.errors import ALREADY_PLAYED, ConfigurationError
 
 if TYPE_CHECKING:
     from replay.model import Request
@@ -81,11 +82,24 @@ def _to_vcr(request: Request) -> Any:
 
 def _vcr_matcher(matcher: Matcher) -> Callable[[Any, Any], Any]:
     if callable(matcher):
-        return matcher
+        if hasattr(matcher, "__name__"):
+            return matcher
+
+        # vcrpy names each failure by `__name__`, which partials and callable objects lack.
+        def named(new: Any, recorded: Any) -> Any:
+            return matcher(new, recorded)
+
+        named.__name__ = repr(matcher)
+        return named
     import vcr.matchers
 
     function: Callable[[Any, Any], Any] = getattr(vcr.matchers, matcher)
     return function
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 class MatchIndex:
@@ -104,6 +118,11 @@ class MatchIndex:
         match_on: MatchOn,
         allow_playback_repeats: bool = False,
     ) -> None:
+        if isinstance(match_on, str):
+            raise ConfigurationError(
+                f"match_on must be a sequence of matchers, not the string {match_on!r}: "
+                f"write ({match_on!r},)"
+            )
         unknown = [m for m in match_on if not callable(m) and m not in _KEYS]
         if unknown:
             raise ConfigurationError(
@@ -111,7 +130,7 @@ class MatchIndex:
                 "or a callable (new_request, recorded_request)"
             )
         self._names = [m for m in match_on if isinstance(m, str)]
-        self._callables = [m for m in match_on if callable(m)]
+        self._callables = [_vcr_matcher(m) for m in match_on if callable(m)]
         self._match_on = tuple(match_on)
         self._repeats = allow_playback_repeats
         self._requests: list[Request] = []
@@ -131,22 +150,34 @@ class MatchIndex:
         self._requests.append(request)
         self._buckets.setdefault(self.key(request), []).append(index)
 
-    def take(self, request: Request, play_counts: Sequence[int]) -> int | None:
-        """The index of the interaction that answers `request`, or None."""
+    def take(
+        self, request: Request, play_counts: Sequence[int], *, among_first: int | None = None
+    ) -> int | None:
+        """The index of the interaction that answers `request`, or None.
+
+        Args:
+            request: the (redacted) request to answer.
+            play_counts: how often each interaction has played, by index.
+            among_first: consider only interactions with an index below this.
+        """
         key = self.key(request)
         bucket = self._buckets.get(key)
         if not bucket:
             return None
+        limit = len(play_counts) if among_first is None else among_first
         cursor = self._cursors.get(key, 0)
         while cursor < len(bucket) and play_counts[bucket[cursor]] > 0 and not self._callables:
             cursor += 1
         self._cursors[key] = cursor
-        candidates = bucket[cursor:]
-        for index in candidates:
+        for index in itertools.islice(bucket, cursor, None):
+            if index >= limit:  # buckets hold indices in increasing order
+                break
             if play_counts[index] == 0 and self._callables_match(request, index):
                 return index
         if self._repeats:
-            return next((i for i in bucket if self._callables_match(request, i)), None)
+            return next(
+                (i for i in bucket if i < limit and self._callables_match(request, i)), None
+            )
         return None
 
     def _callables_match(self, request: Request, index: int) -> bool:
@@ -181,12 +212,12 @@ class MatchIndex:
         matchers = [_vcr_matcher(m) for m in self._match_on]
         _, failures = get_matchers_results(_to_vcr(request), _to_vcr(recorded), matchers)
         differences = [(name, message or "differs") for name, message in failures]
-        if not differences and play_counts[nearest] > 0:
+        if not differences:  # vcrpy's matcher is looser than our key (e.g. blank query values)
             differences = [
-                (
-                    "play count",
-                    "it matches but was already played "
-                    "(allow_playback_repeats=True replays it again)",
-                )
+                (name, f"{_short(key)} != {_short(_KEYS[name](recorded))}")
+                for name, key in zip(self._names, keys, strict=True)
+                if key != _KEYS[name](recorded)
             ]
+        if not differences and play_counts[nearest] > 0:
+            differences = [(ALREADY_PLAYED, "allow_playback_repeats=True lets it answer again")]
         return f"{recorded.method} {recorded.url}", differences

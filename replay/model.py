@@ -7,12 +7,15 @@ bookkeeping of which were played, and the index that answers requests.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from replay.errors import ConfigurationError
 from replay.matching import DEFAULT_MATCH_ON, MatchIndex, MatchOn
 
 if TYPE_CHECKING:
@@ -31,14 +34,43 @@ __all__ = [
 Headers = tuple[tuple[str, str], ...]
 
 
-def _to_headers(pairs: Iterable[Sequence[str]]) -> Headers:
-    return tuple((str(name), str(value)) for name, value in pairs)
+def _to_headers(pairs: Iterable[Sequence[str]] | Mapping[str, str]) -> Headers:
+    """Ordered (name, value) pairs of str; a mapping is taken as its items.
+
+    Both must be latin-1 text (what HTTP/1.1 carries and what playback encodes them as).
+    """
+    # Messages name types, never values: a header value may be a credential.
+    items = pairs.items() if isinstance(pairs, Mapping) else pairs
+    headers = []
+    for index, pair in enumerate(items):
+        if isinstance(pair, (str, bytes)) or len(pair) != 2:
+            raise ValueError(f"header {index} must be a (name, value) pair, not a {_kind(pair)}")
+        name, value = pair
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise TypeError(
+                f"header {index}: name and value must be str, not {_kind(name)} and {_kind(value)}"
+            )
+        try:
+            name.encode("latin-1")
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            raise ValueError(f"header {name!r} is not latin-1 text") from None
+        headers.append((name, value))
+    return tuple(headers)
 
 
-def _non_negative(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not value >= 0:  # also rejects NaN
+def _kind(value: object) -> str:
+    if isinstance(value, (str, bytes, tuple, list)):
+        return f"{type(value).__name__} of length {len(value)}"
+    return type(value).__name__
+
+
+def _seconds(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{attribute.name} must be a number of seconds, not {value!r}")
+    if not 0 <= value < math.inf:  # also rejects NaN
         raise ValueError(
-            f"{attribute.name} must be a non-negative number of seconds, not {value!r}"
+            f"{attribute.name} must be a finite, non-negative number of seconds, not {value!r}"
         )
 
 
@@ -64,7 +96,7 @@ class Chunk:
         data: the raw bytes (still compressed, if the response was).
     """
 
-    at: float = attrs.field(validator=_non_negative)
+    at: float = attrs.field(validator=_seconds)
     data: bytes = attrs.field(validator=attrs.validators.instance_of(bytes))
 
 
@@ -72,10 +104,10 @@ class Chunk:
 class Request:
     """A recorded request: method, full URL, headers as ordered pairs, body bytes."""
 
-    method: str
-    url: str
+    method: str = attrs.field(validator=attrs.validators.instance_of(str))
+    url: str = attrs.field(validator=attrs.validators.instance_of(str))
     headers: Headers = attrs.field(default=(), converter=_to_headers)
-    body: bytes = b""
+    body: bytes = attrs.field(default=b"", validator=attrs.validators.instance_of(bytes))
 
     @classmethod
     def from_httpx(cls, request: _HttpxRequest) -> Request:
@@ -112,10 +144,12 @@ class StreamEnd:
         truncated: the client closed the stream before its end; nothing was recorded after.
     """
 
-    at: float = attrs.field(validator=_non_negative)
-    error: str | None = None
-    message: str = ""
-    truncated: bool = False
+    at: float = attrs.field(validator=_seconds)
+    error: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(str))
+    )
+    message: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
+    truncated: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
 
     @property
     def is_clean(self) -> bool:
@@ -131,15 +165,36 @@ def _to_interactions(interactions: Iterable[Interaction]) -> list[Interaction]:
     return list(interactions)
 
 
-def _chunks_in_order(_instance: Response, _attribute: object, chunks: tuple[Chunk, ...]) -> None:
-    previous = 0.0
+def _chunks_in_order(instance: Response, _attribute: object, chunks: tuple[Chunk, ...]) -> None:
+    # A body cannot arrive before the headers, nor a chunk before its predecessor.
+    previous, what = instance.headers_at, "the headers"
     for index, chunk in enumerate(chunks):
+        if not isinstance(chunk, Chunk):
+            raise TypeError(f"chunk {index} must be a Chunk, not {chunk!r}")
         if chunk.at < previous:
-            raise ValueError(f"chunk {index} arrives at {chunk.at} s, before its predecessor")
-        previous = chunk.at
+            raise ValueError(f"chunk {index} arrives at {chunk.at} s, before {what} ({previous} s)")
+        previous, what = chunk.at, f"chunk {index}"
+
+
+def _end_after_body(instance: Response, _attribute: object, end: StreamEnd) -> None:
+    if not isinstance(end, StreamEnd):
+        raise TypeError(f"end must be a StreamEnd, not {end!r}")
+    last = instance.chunks[-1].at if instance.chunks else instance.headers_at
+    if end.at < last:
+        raise ValueError(f"the body ends at {end.at} s, before its last byte or header ({last} s)")
+
+
+def _default_end(response: Response) -> StreamEnd:
+    """A clean end at the last byte (or at the headers, for no body)."""
+    try:
+        return StreamEnd(at=response.chunks[-1].at if response.chunks else response.headers_at)
+    except (AttributeError, TypeError, ValueError):
+        return StreamEnd(at=0.0)  # a bad chunk or headers_at: its own validator says so
 
 
 def _valid_status(_instance: Response, _attribute: object, status: int) -> None:
+    if isinstance(status, bool) or not isinstance(status, int):
+        raise TypeError(f"status must be an int, not {status!r}")
     if not 100 <= status <= 599:
         raise ValueError(f"status must be 100-599, not {status!r}")
 
@@ -169,15 +224,13 @@ class Response:
 
     status: int = attrs.field(validator=_valid_status)
     headers: Headers = attrs.field(default=(), converter=_to_headers)
-    headers_at: float = attrs.field(default=0.0, validator=_non_negative)
+    headers_at: float = attrs.field(default=0.0, validator=_seconds)
     chunks: tuple[Chunk, ...] = attrs.field(
         default=(), converter=_to_chunks, validator=_chunks_in_order
     )
     end: StreamEnd = attrs.field(
-        default=attrs.Factory(
-            lambda self: StreamEnd(at=self.chunks[-1].at if self.chunks else self.headers_at),
-            takes_self=True,
-        )
+        default=attrs.Factory(lambda self: _default_end(self), takes_self=True),
+        validator=_end_after_body,
     )
 
     @property
@@ -199,6 +252,14 @@ class Response:
         """The first value of header `name` (case-insensitive), or None."""
         return _header(self.headers, name)
 
+    def decoded_chunks(self) -> list[tuple[float, bytes]]:
+        """The body as (arrival time, bytes) pairs with its Content-Encoding undone.
+
+        Raises:
+            ValueError: an unsupported encoding, or data that does not decode.
+        """
+        return list(_decoded_chunks(self))
+
     def events(self) -> list[TimedEvent]:
         """The body parsed as server-sent events, each with the arrival time of its last chunk.
 
@@ -208,7 +269,7 @@ class Response:
 
         parser = SSEParser()
         timed: list[TimedEvent] = []
-        for at, data in _decoded_chunks(self):
+        for at, data in self.decoded_chunks():
             timed.extend(_timed(at, event) for event in parser.feed(data))
         timed.extend(_timed(self.end.at, event) for event in parser.close())
         return timed
@@ -222,23 +283,50 @@ def _decoded_chunks(response: Response) -> Iterable[tuple[float, bytes]]:
     encoding = (response.header("content-encoding") or "identity").strip().lower()
     if encoding in ("", "identity"):
         return ((chunk.at, chunk.data) for chunk in response.chunks)
-    import httpx
-
-    decoders = {"gzip": httpx._decoders.GZipDecoder, "deflate": httpx._decoders.DeflateDecoder}
-    if encoding not in decoders:
-        raise ValueError(f"cannot decode a body with content-encoding {encoding!r}")
-    decoder = decoders[encoding]()
-    pieces = [(chunk.at, decoder.decode(chunk.data)) for chunk in response.chunks]
-    pieces.append((response.end.at, decoder.flush()))
+    decoder = _Inflater(encoding)
+    try:
+        pieces = [(chunk.at, decoder.decode(chunk.data)) for chunk in response.chunks]
+        pieces.append((response.end.at, decoder.flush()))
+    except zlib.error as exc:
+        raise ValueError(f"the body is not valid {encoding} data: {exc}") from exc
     return pieces
+
+
+class _Inflater:
+    """Incremental gzip / deflate decoder (deflate: zlib-wrapped, or raw as some servers send)."""
+
+    def __init__(self, encoding: str) -> None:
+        if encoding in ("gzip", "x-gzip"):
+            wbits = zlib.MAX_WBITS | 16
+        elif encoding == "deflate":
+            wbits = zlib.MAX_WBITS
+        else:
+            raise ValueError(
+                f"cannot decode a body with content-encoding {encoding!r} "
+                "(gzip and deflate are supported)"
+            )
+        self._decompressor = zlib.decompressobj(wbits)
+        self._may_be_raw = encoding == "deflate"
+
+    def decode(self, data: bytes) -> bytes:
+        if self._may_be_raw and data:
+            self._may_be_raw = False
+            try:
+                return self._decompressor.decompress(data)
+            except zlib.error:
+                self._decompressor = zlib.decompressobj(-zlib.MAX_WBITS)
+        return self._decompressor.decompress(data)
+
+    def flush(self) -> bytes:
+        return self._decompressor.flush()
 
 
 @attrs.frozen
 class Interaction:
     """One request and the response it got."""
 
-    request: Request
-    response: Response
+    request: Request = attrs.field(validator=attrs.validators.instance_of(Request))
+    response: Response = attrs.field(validator=attrs.validators.instance_of(Response))
 
 
 @attrs.define(eq=False)
@@ -279,7 +367,7 @@ class Cassette:
 
         target = Path(path) if path is not None else self.path
         if target is None:
-            raise ValueError("this cassette has no path: pass one to save()")
+            raise ConfigurationError("this cassette has no path: pass one to save()")
         save_interactions(target, self.interactions)
         return target
 
@@ -307,9 +395,14 @@ class Cassette:
             if count == 0 and id(interaction) not in recorded
         ]
 
-    def find(self, request: Request) -> int | None:
-        """Take the interaction that answers `request`: its index, counted as played; or None."""
-        index = self._match_index().take(request, self.play_counts)
+    def find(self, request: Request, *, among_first: int | None = None) -> int | None:
+        """Take the interaction that answers `request`: its index, counted as played; or None.
+
+        Args:
+            among_first: consider only the first N interactions (a session passes the number
+                it loaded, so that what it records itself is not replayed back to it).
+        """
+        index = self._match_index().take(request, self.play_counts, among_first=among_first)
         if index is not None:
             self.play_counts[index] += 1
         return index

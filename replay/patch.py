@@ -16,7 +16,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-__all__ = ["Router", "install", "uninstall"]
+__all__ = ["Router", "install", "install_bottom", "uninstall"]
 
 _MODULES = ("httpx", "httpx2")
 _SYNC = {"HTTPTransport", "MockTransport", "WSGITransport"}
@@ -84,17 +84,30 @@ def _targets() -> list[tuple[type, str, bool]]:
     return targets
 
 
+def _patch_transports() -> None:
+    for cls, method, is_async in _targets():
+        original = cls.__dict__.get(method)
+        if original is None:
+            continue
+        _originals.append((cls, method, original))
+        setattr(cls, method, (_async_patch if is_async else _sync_patch)(original))
+
+
 def install(router: Router) -> None:
     """Make `router` the innermost active router, patching the transports if needed."""
     with _lock:
         if not _routers:
-            for cls, method, is_async in _targets():
-                original = cls.__dict__.get(method)
-                if original is None:
-                    continue
-                _originals.append((cls, method, original))
-                setattr(cls, method, (_async_patch if is_async else _sync_patch)(original))
+            _patch_transports()
         _routers.append(router)
+
+
+def install_bottom(router: Router) -> None:
+    """Make `router` the outermost one: it answers only while no other router is installed
+    (the network guard, under every cassette session)."""
+    with _lock:
+        if not _routers:
+            _patch_transports()
+        _routers.insert(0, router)
 
 
 def uninstall(router: Router) -> None:

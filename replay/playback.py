@@ -47,7 +47,13 @@ def answer(cassette: Cassette, request: Request, record_mode: str = "none") -> I
 
 
 class _Replay:
-    """The shared core of one replayed body: the schedule, the chunks and the ending."""
+    """The shared core of one replayed body: what comes next, and how long to wait for it.
+
+    The body is a sequence of steps: one per chunk, then the end (EOF or the recorded error),
+    each due at its recorded time. The sync and async iterators below only add the waiting.
+    They are iterator classes rather than generators, so an abandoned replay needs no
+    finalizing (trio warns about abandoned async generators).
+    """
 
     def __init__(
         self, module: ModuleType, response: Response, schedule: Schedule | None, clock: Clock
@@ -57,12 +63,32 @@ class _Replay:
         self.schedule = schedule
         self.clock = clock
         self.closed = False
+        self._next = 0  # the next chunk's index; len(chunks) is the end; past it, finished
 
-    def delay(self, at: float) -> float:
-        assert self.schedule is not None
+    def wait(self) -> float:
+        """Seconds until the next step is due; 0 (and no clock read) at instant speed."""
+        chunks = self.response.chunks
+        if self.schedule is None or self.closed or self._next > len(chunks):
+            return 0.0
+        at = chunks[self._next].at if self._next < len(chunks) else self.response.end.at
         return self.schedule.delay(at, self.clock.now())
 
+    def step(self) -> bytes | None:
+        """Take the next chunk; None at the end or once closed; raise the recorded error."""
+        chunks = self.response.chunks
+        if self.closed or self._next > len(chunks):
+            return None
+        index = self._next
+        self._next += 1
+        if index < len(chunks):
+            return chunks[index].data
+        error = self.ending()
+        if error is not None:
+            raise error
+        return None
+
     def ending(self) -> Exception | None:
+        """The recorded error as the client library's own exception, or None for EOF."""
         end = self.response.end
         if end.error is None:
             return None
@@ -71,53 +97,33 @@ class _Replay:
 
 class _SyncReplay(_Replay):
     def __iter__(self) -> Iterator[bytes]:
-        chunks = self.response.chunks
-        if self.schedule is None:
-            for chunk in chunks:
-                if self.closed:
-                    return
-                yield chunk.data
-        else:
-            for chunk in chunks:
-                delay = self.delay(chunk.at)
-                if delay > 0:
-                    self.clock.sleep(delay)
-                if self.closed:
-                    return
-                yield chunk.data
-            delay = self.delay(self.response.end.at)
-            if delay > 0:
-                self.clock.sleep(delay)
-        error = self.ending()
-        if error is not None:
-            raise error
+        return self
+
+    def __next__(self) -> bytes:
+        delay = self.wait()
+        if delay > 0:
+            self.clock.sleep(delay)
+        data = self.step()
+        if data is None:
+            raise StopIteration
+        return data
 
     def close(self) -> None:
         self.closed = True
 
 
 class _AsyncReplay(_Replay):
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        chunks = self.response.chunks
-        if self.schedule is None:
-            for chunk in chunks:
-                if self.closed:
-                    return
-                yield chunk.data
-        else:
-            for chunk in chunks:
-                delay = self.delay(chunk.at)
-                if delay > 0:
-                    await self.clock.asleep(delay)
-                if self.closed:
-                    return
-                yield chunk.data
-            delay = self.delay(self.response.end.at)
-            if delay > 0:
-                await self.clock.asleep(delay)
-        error = self.ending()
-        if error is not None:
-            raise error
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self
+
+    async def __anext__(self) -> bytes:
+        delay = self.wait()
+        if delay > 0:
+            await self.clock.asleep(delay)
+        data = self.step()
+        if data is None:
+            raise StopAsyncIteration
+        return data
 
     async def aclose(self) -> None:
         self.closed = True

@@ -7,6 +7,11 @@ the client's: a client that dawdles between reads does not stretch the recorded 
 client still gets every chunk as soon as it arrives, and nothing is buffered whole: a client
 that stops early stops the recording at that point.
 
+The reader owns the upstream body and closes it when it stops. A client closing early
+cancels the reader task (async) or shuts the connection's socket down (sync: a thread
+blocked reading a socket is not woken by closing it), then waits briefly for the reader to
+let go, so that the connection is released when the client's close returns.
+
 `Recording` is the shared core: the timeline of one response, finished exactly once, by
 the end of the body, an upstream error, or the client closing early.
 """
@@ -17,6 +22,7 @@ import asyncio
 import contextlib
 import math
 import queue
+import socket
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
@@ -42,7 +48,16 @@ Sink = Callable[[Interaction], None]
 
 
 class Recording:
-    """The timeline of one response being recorded; finished once, then handed to the sink."""
+    """The timeline of one response being recorded; finished once, then handed to the sink.
+
+    Args:
+        request: the request as sent (redaction happens in the sink).
+        clock: stamps headers, chunks and the end.
+        start: the clock reading when the request was sent.
+        sink: receives the interaction when the recording finishes.
+        pending: the recordings still streaming; this one joins it once its headers
+            arrived (before that there is nothing to record) and leaves it when finished.
+    """
 
     def __init__(
         self,
@@ -54,8 +69,6 @@ class Recording:
     ) -> None:
         self.request = request
         self.pending = pending
-        if pending is not None:
-            pending.add(self)
         self.clock = clock
         self.start = start
         self.sink = sink
@@ -67,14 +80,19 @@ class Recording:
         self.finished = False
 
     def elapsed(self) -> float:
+        """Seconds since the request was sent."""
         return max(0.0, self.clock.now() - self.start)
 
     def got_headers(self, response: Any) -> None:
+        """Note the status line and headers of `response` (an httpx / httpx2 response)."""
         self.headers_at = self.elapsed()
         self.status = response.status_code
         self.headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers.raw]
+        if self.pending is not None:
+            self.pending.add(self)
 
     def got_chunk(self, data: bytes) -> None:
+        """Note a body chunk, stamped now (ignored once finished)."""
         at = self.elapsed()
         with self._lock:
             if not self.finished:
@@ -128,47 +146,109 @@ def _response_like(upstream: Any, stream: Any) -> Any:
 
 _END = object()
 
+#: How long closing early waits for the reader to let go of the upstream body.
+_CLOSE_WAIT = 0.5
+
 
 class _Failed:
-    def __init__(self, error: BaseException) -> None:
+    def __init__(self, error: Exception) -> None:
         self.error = error
 
 
-class _SyncTap:
-    """The client's side of a sync recording: reads what the pump thread queued."""
+def _interrupt(upstream: Any) -> bool:
+    """Shut down the socket of `upstream`'s HTTP/1 connection; False if it has none.
+
+    A read blocked on a socket is not woken by another thread closing it (Linux), but it is
+    by a shutdown. Only HTTP/1 connections qualify: an HTTP/2 socket carries other streams.
+    """
+    extensions = upstream.extensions
+    if extensions.get("http_version", b"HTTP/1.1") not in (b"HTTP/1.0", b"HTTP/1.1"):
+        return False
+    network_stream = extensions.get("network_stream")
+    sock = None if network_stream is None else network_stream.get_extra_info("socket")
+    if not isinstance(sock, socket.socket):
+        return False
+    with contextlib.suppress(OSError):  # already shut down or closed: the read is over anyway
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    return True
+
+
+class _Tap:
+    """What the sync and async taps share: finishing the recording, once, and making sure
+    the client hears of a sink that failed (a before_record hook raising), rather than
+    waiting forever for an ending the pump never sent or losing the error silently.
+    """
 
     def __init__(self, recording: Recording, upstream: Any) -> None:
         self._recording = recording
         self._upstream = upstream
+        self._unheard: Exception | None = None  # a sink failure not yet raised to the client
+
+    def _finish(
+        self, *, error: Exception | None = None, truncated: bool = False
+    ) -> Exception | None:
+        """Finish the recording (first call wins); the error the body should end with."""
+        try:
+            self._recording.finish(error=error, truncated=truncated)
+        except Exception as failure:
+            self._unheard = failure
+            return failure
+        return error
+
+    def _raising(self, error: Exception) -> Exception:
+        """`error`, about to be raised to the client: it has been heard."""
+        if error is self._unheard:
+            self._unheard = None
+        return error
+
+    def _raise_unheard(self) -> None:
+        failure, self._unheard = self._unheard, None
+        if failure is not None:
+            raise failure
+
+
+class _SyncTap(_Tap):
+    """The client's side of a sync recording: reads what the pump thread queued.
+
+    The pump thread owns the upstream body: it reads it to the end, to an error, or until the
+    client closes, and then closes it. Closing early shuts the connection down first, so that
+    a pump blocked on an endless stream wakes at once and lets go of it.
+    """
+
+    def __init__(self, recording: Recording, upstream: Any) -> None:
+        super().__init__(recording, upstream)
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._closed = threading.Event()
-        threading.Thread(target=self._pump, name="replay-recorder", daemon=True).start()
+        self._lock = threading.Lock()
+        self._reading = True  # the pump may still be reading the upstream connection
+        self._thread = threading.Thread(target=self._pump, name="replay-recorder", daemon=True)
+        self._thread.start()
 
     def _pump(self) -> None:
+        error: Exception | None = None
         try:
             for data in self._upstream.stream:
                 self._recording.got_chunk(data)
                 self._queue.put(data)
                 if self._closed.is_set():
-                    return
-        except Exception as error:
-            if not self._closed.is_set():
-                self._recording.finish(error=error)
-                self._queue.put(_Failed(error))
-        else:
-            self._recording.finish()
-        finally:
-            self._queue.put(_END)
-            if not self._closed.is_set():
-                _quietly(self._upstream.close)
+                    break
+        except Exception as caught:  # the stream's end, recorded; the client gets it below
+            error = caught
+        with self._lock:
+            self._reading = False
+        error = self._finish(error=error)  # a no-op when the client closed first
+        self._queue.put(_END if error is None else _Failed(error))
+        _quietly(self._upstream.close)
 
     def __iter__(self) -> Iterator[bytes]:
+        # A generator, not `return self`: httpx2 iterates its stream with `yield from`, which
+        # calls the iterator's `close` when the client abandons it; that must not be ours.
         while True:
             item = self._queue.get()
             if item is _END:
                 return
             if isinstance(item, _Failed):
-                raise item.error
+                raise self._raising(item.error)
             assert isinstance(item, bytes)
             yield item
 
@@ -176,8 +256,16 @@ class _SyncTap:
         if self._closed.is_set():
             return
         self._closed.set()
-        self._recording.finish(truncated=True)
-        _quietly(self._upstream.close)
+        self._finish(truncated=True)
+        with self._lock:
+            # Once the pump stopped reading, the connection may be back in the pool (and in
+            # use by another request): only a connection still being read may be shut down.
+            wakeable = not self._reading or _interrupt(self._upstream)
+        if wakeable:
+            self._thread.join(_CLOSE_WAIT)
+        if self._thread.is_alive():  # a read nothing can wake (HTTP/2, a custom transport)
+            _quietly(self._upstream.close)
+        self._raise_unheard()
 
 
 def _quietly(close: Callable[[], object]) -> None:
@@ -202,51 +290,68 @@ def _spawn(function: Callable[[], Awaitable[None]]) -> None:
 _TASKS: set[asyncio.Task[None]] = set()
 
 
-class _AsyncTap:
-    """The client's side of an async recording: reads what the pump task queued."""
+class _AsyncTap(_Tap):
+    """The client's side of an async recording: reads what the pump task queued.
+
+    An async iterator class rather than an async generator: an abandoned generator is
+    finalized by the event loop (with a ResourceWarning under trio); this needs nothing.
+    """
 
     def __init__(self, recording: Recording, upstream: Any) -> None:
-        self._recording = recording
-        self._upstream = upstream
+        super().__init__(recording, upstream)
         self._send, self._receive = anyio.create_memory_object_stream[object](math.inf)
         self._scope = anyio.CancelScope()
+        self._done = anyio.Event()
         self._closed = False
         _spawn(self._pump)
 
     async def _pump(self) -> None:
         try:
-            with self._scope:
+            error: Exception | None = None
+            with self._scope:  # cancelled when the client closes early
                 try:
                     async for data in self._upstream.stream:
                         self._recording.got_chunk(data)
                         self._send.send_nowait(data)
-                except Exception as error:
-                    self._recording.finish(error=error)
+                except anyio.BrokenResourceError:  # the client left
+                    pass
+                except Exception as caught:  # the stream's end, recorded; the client gets it
+                    error = caught
+            error = self._finish(error=error)  # a no-op when the client closed first
+            if error is not None:
+                with contextlib.suppress(anyio.BrokenResourceError):
                     self._send.send_nowait(_Failed(error))
-                else:
-                    self._recording.finish()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
         finally:
             self._send.close()
-            with anyio.CancelScope(shield=True):
-                with contextlib.suppress(Exception):
-                    await self._upstream.aclose()
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await self._upstream.aclose()
+            self._done.set()
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for item in self._receive:
-            if isinstance(item, _Failed):
-                raise item.error
-            assert isinstance(item, bytes)
-            yield item
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            item = await self._receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+        if isinstance(item, _Failed):
+            raise self._raising(item.error)
+        assert isinstance(item, bytes)
+        return item
 
     async def aclose(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._recording.finish(truncated=True)
+        self._finish(truncated=True)
         self._scope.cancel()
         self._receive.close()
+        # Wait (briefly, whatever the caller's cancellation) for the pump to let go of the
+        # connection, so that it is back in the pool when the client's close returns.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_WAIT):
+            await self._done.wait()
+        self._raise_unheard()
 
 
 def record_sync(

@@ -3,16 +3,21 @@
 Redaction replaces a value by a placeholder and keeps the name, so the cassette still shows
 that a key was sent, and matching (which never looks at these values by default) still works.
 It runs on the request before it is matched or stored, and on the response headers.
+
+The user's `hook` (`before_record`) runs after the built-in redaction. It is also applied to
+each live request before matching (with an empty response), as vcrpy applies its
+`before_record_request`: a request the hook rewrote on disk must still match the live
+request it came from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 import attrs
 
-from replay.model import Interaction, Request
+from replay.model import Interaction, Request, Response
 
 __all__ = ["DEFAULT_HEADERS", "DEFAULT_QUERY_PARAMETERS", "PLACEHOLDER", "Redactor"]
 
@@ -35,8 +40,13 @@ DEFAULT_QUERY_PARAMETERS: frozenset[str] = frozenset(
     {"key", "api_key", "apikey", "api-key", "token", "access_token", "auth", "secret", "password"}
 )
 
+#: What the hook sees as the response when it is applied to a live request for matching.
+_NO_RESPONSE = Response(status=200)
+
 
 def _lower_set(names: Iterable[str]) -> frozenset[str]:
+    if isinstance(names, str):  # one name, not its letters
+        names = (names,)
     return frozenset(name.lower() for name in names)
 
 
@@ -46,43 +56,61 @@ class Redactor:
 
     Args:
         headers: extra header names to redact (case-insensitive), added to the defaults.
-        query_parameters: extra query parameter names to redact, added to the defaults.
-        hook: a callable applied last to every interaction (e.g. to scrub a body field).
+        query_parameters: extra query parameter names to redact (case-insensitive), added to
+            the defaults.
+        hook: a callable applied last to every interaction (e.g. to scrub a body field). It is
+            also applied, with an empty response, to each live request before matching.
     """
 
     headers: frozenset[str] = attrs.field(default=frozenset(), converter=_lower_set)
     query_parameters: frozenset[str] = attrs.field(default=frozenset(), converter=_lower_set)
     hook: Callable[[Interaction], Interaction] | None = None
 
-    def _header_names(self) -> frozenset[str]:
-        return DEFAULT_HEADERS | self.headers
-
     def _pairs(self, pairs: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
-        secret = self._header_names()
+        secret = DEFAULT_HEADERS | self.headers
         return [(k, PLACEHOLDER if k.lower() in secret else v) for k, v in pairs]
 
     def url(self, url: str) -> str:
-        """`url` with secret query parameters replaced."""
+        """`url` with the values of secret query parameters replaced.
+
+        Only those values change: the other parameters keep their order and their exact
+        encoding, so the stored URL is the one that was sent, minus the secrets.
+        """
         parts = urlsplit(url)
         if not parts.query:
             return url
         secret = DEFAULT_QUERY_PARAMETERS | self.query_parameters
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        if not any(name.lower() in secret for name, _ in query):
+        fields = parts.query.split("&")
+        cleaned = []
+        for field in fields:
+            name, equals, _ = field.partition("=")
+            if unquote_plus(name).lower() in secret:
+                field = f"{name}={PLACEHOLDER}" if equals else field
+            cleaned.append(field)
+        if cleaned == fields:
             return url
-        cleaned = [(k, PLACEHOLDER if k.lower() in secret else v) for k, v in query]
-        return urlunsplit(parts._replace(query=urlencode(cleaned)))
+        return urlunsplit(parts._replace(query="&".join(cleaned)))
 
-    def request(self, request: Request) -> Request:
-        """A copy of `request` with secret headers and query parameters replaced."""
+    def _request(self, request: Request) -> Request:
         return attrs.evolve(
             request, url=self.url(request.url), headers=self._pairs(request.headers)
         )
 
+    def request(self, request: Request) -> Request:
+        """`request` as it would be stored: secrets replaced, then the hook applied.
+
+        This is what a live request is matched as, so it meets its recorded self.
+        """
+        cleaned = self._request(request)
+        if self.hook is None:
+            return cleaned
+        return self.hook(Interaction(cleaned, _NO_RESPONSE)).request
+
     def interaction(self, interaction: Interaction) -> Interaction:
-        """A copy of `interaction` with secrets replaced in its request and response headers."""
+        """A copy of `interaction` with secrets replaced in its request and response headers,
+        then passed through the hook."""
         response = attrs.evolve(
             interaction.response, headers=self._pairs(interaction.response.headers)
         )
-        cleaned = Interaction(self.request(interaction.request), response)
+        cleaned = Interaction(self._request(interaction.request), response)
         return self.hook(cleaned) if self.hook is not None else cleaned

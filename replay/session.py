@@ -25,10 +25,10 @@ from typing import Any, Literal, TypeVar, cast
 
 from replay import patch
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
-from replay.errors import ConfigurationError
+from replay.errors import CassetteMismatchError, ConfigurationError
 from replay.matching import DEFAULT_MATCH_ON, MatchIndex, MatchOn
 from replay.model import Cassette, Interaction, Request
-from replay.playback import mismatch_error, play_async, play_sync
+from replay.playback import play_async, play_sync
 from replay.record import Recording, record_async, record_sync
 from replay.redact import Redactor
 from replay.store import file_lock, load_interactions, save_interactions
@@ -39,6 +39,11 @@ RecordMode = Literal["none", "once", "new_episodes", "all"]
 RECORD_MODES: tuple[str, ...] = ("none", "once", "new_episodes", "all")
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_WHY_NOT_RECORDED = {
+    "none": "Record mode 'none' only replays: it never records.",
+    "once": "Record mode 'once' only replays, because the cassette file already existed.",
+}
 
 
 class CassetteSession:
@@ -73,16 +78,25 @@ class CassetteSession:
         self.cassette: Cassette | None = None
         self._may_replay = False
         self._may_record = False
+        self._loaded = 0
         self._lock = threading.Lock()
         self._pending: set[Recording] = set()
+        #: Whether the last exit wrote the cassette file.
+        self.saved = False
+        #: The mismatches raised in the current (or last) use, even if the client swallowed
+        #: them (an SDK may wrap or retry): the pytest plugin reports them on failure.
+        self.mismatches: list[CassetteMismatchError] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def __enter__(self) -> Cassette:
         if self.cassette is not None:
             raise ConfigurationError(f"cassette {str(self.path)!r} is already in use")
+        self.saved = False
+        self.mismatches = []
         existed = self.path.exists()
         interactions = load_interactions(self.path) if existed else []
+        self._loaded = len(interactions)
         mode = self.record_mode
         self._may_replay = mode in ("none", "new_episodes") or (mode == "once" and existed)
         self._may_record = mode in ("new_episodes", "all") or (mode == "once" and not existed)
@@ -102,12 +116,20 @@ class CassetteSession:
         traceback: TracebackType | None,
     ) -> None:
         patch.uninstall(self)
-        for recording in list(self._pending):  # bodies still streaming end here
-            recording.finish(truncated=True)
-        cassette, self.cassette = self.cassette, None
+        try:
+            for recording in list(self._pending):
+                # A request that never got its headers (connection refused, or still waiting
+                # in another thread) has nothing to record; a body still streaming ends here.
+                if recording.status:
+                    recording.finish(truncated=True)
+                else:
+                    self._pending.discard(recording)
+        finally:
+            cassette, self.cassette = self.cassette, None
         assert cassette is not None
         if cassette.recorded:
             self._save(cassette)
+            self.saved = True
 
     async def __aenter__(self) -> Cassette:
         return self.__enter__()
@@ -163,18 +185,35 @@ class CassetteSession:
 
     # -- routing (called by the patched transports) --------------------------------------------
 
-    def _lookup(self, request: Any) -> tuple[Request, Interaction | None]:
-        wanted = self.redactor.request(Request.from_httpx(request))
+    def _lookup(self, request: Any) -> Interaction | None:
+        """The interaction that replays `request`, None to record it; or raise a mismatch."""
+        if not self._may_replay:  # record mode "all", or "once" without a file
+            return None
         cassette = self.cassette
         assert cassette is not None
-        if self._may_replay:
-            with self._lock:
-                index = cassette.find(wanted)
-            if index is not None:
-                return wanted, cassette.interactions[index]
+        wanted = self.redactor.request(Request.from_httpx(request))
+        with self._lock:
+            # Only what was loaded replays: what this session records is not played back to it.
+            index = cassette.find(wanted, among_first=self._loaded)
+        if index is not None:
+            return cassette.interactions[index]
         if not self._may_record:
-            raise mismatch_error(cassette, wanted, self.record_mode)
-        return wanted, None
+            error = self._mismatch(cassette, wanted)
+            self.mismatches.append(error)
+            raise error
+        return None
+
+    def _mismatch(self, cassette: Cassette, wanted: Request) -> CassetteMismatchError:
+        nearest, differences = cassette.explain(wanted)
+        return CassetteMismatchError(
+            method=wanted.method,
+            url=wanted.url,
+            cassette_path=self.path,
+            record_mode=self.record_mode,
+            nearest=nearest,
+            differences=differences,
+            reason=_WHY_NOT_RECORDED.get(self.record_mode, ""),
+        )
 
     def _schedule(self) -> Schedule | None:
         if self.speed == float("inf"):
@@ -191,7 +230,7 @@ class CassetteSession:
         """Replay, record or refuse a sync request (see the record modes)."""
         schedule = self._schedule()
         request.read()
-        _, interaction = self._lookup(request)
+        interaction = self._lookup(request)
         if interaction is not None:
             return play_sync(request, interaction, schedule, self.clock)
         return record_sync(request, send, self._sink, pending=self._pending)
@@ -200,7 +239,7 @@ class CassetteSession:
         """Replay, record or refuse an async request (see the record modes)."""
         schedule = self._schedule()
         await request.aread()
-        _, interaction = self._lookup(request)
+        interaction = self._lookup(request)
         if interaction is not None:
             return await play_async(request, interaction, schedule, self.clock)
         return await record_async(request, send, self._sink, pending=self._pending)

@@ -9,17 +9,19 @@ Layout (see docs/cassette-format.md):
                       "end": {"at": float, "error": str | nil, "message": str,
                               "truncated": bool}}}, ...]}
 
-Loading checks every field, so that any damage becomes one `CassetteFormatError` naming
-the file and the place, never a KeyError deep inside playback. Saving writes a temporary
-file beside the target, fsyncs it and renames it over the target: a crash at any moment
-leaves the old cassette or the new one, never half of one.
+Every key shown is required; readers ignore unknown keys. Loading checks every field, so
+that any damage becomes one `CassetteFormatError` naming the file and the place, never a
+KeyError deep inside playback. Saving writes a temporary file beside the target, fsyncs it
+and renames it over the target: a crash at any moment leaves the old cassette or the new
+one, never half of one. `file_lock` serialises read-modify-write cycles across processes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
+import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,14 @@ import msgpack
 from replay.errors import CassetteFormatError
 from replay.model import Chunk, Interaction, Request, Response, StreamEnd
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "file_lock", "load_interactions", "save_interactions"]
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "dumps",
+    "file_lock",
+    "load_interactions",
+    "save_interactions",
+]
 
 FORMAT_NAME = "replay-cassette"
 FORMAT_VERSION = 1
@@ -90,9 +99,7 @@ def _chunks(value: list[Any], where: str) -> list[Chunk]:
 
 def _end(value: object, where: str) -> StreamEnd:
     doc: dict[Any, Any] = _expect(value, dict, where)
-    error = doc.get("error")
-    if error is not None:
-        _expect(error, str, f"{where}.error")
+    error = _field(doc, "error", (str, type(None)), where)
     return StreamEnd(
         at=_field(doc, "at", (int, float), where),
         error=error,
@@ -114,7 +121,9 @@ def _response(value: object, where: str) -> Response:
 
 def _interactions(value: object) -> list[Interaction]:
     document: dict[Any, Any] = _expect(value, dict, "document")
-    name = document.get("format")
+    if "format" not in document:
+        raise _Bad(f"not a replay cassette (no 'format' field; expected {FORMAT_NAME!r})")
+    name = document["format"]
     if name != FORMAT_NAME:
         raise _Bad(f"not a replay cassette (format {name!r}, expected {FORMAT_NAME!r})")
     version = _field(document, "version", int, "document")
@@ -155,16 +164,33 @@ def load_interactions(path: str | Path) -> list[Interaction]:
         raise CassetteFormatError(path, "the file is empty")
     try:
         document = msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=True)
-    except msgpack.ExtraData as exc:
-        raise CassetteFormatError(path, "unexpected bytes after the cassette document") from exc
     except Exception as exc:  # msgpack raises assorted types on garbage input
-        truncated = "incomplete" in str(exc) or "exceeds max" in str(exc)
-        problem = "the file ends too early (truncated)" if truncated else "not a msgpack document"
-        raise CassetteFormatError(path, f"{problem}: {type(exc).__name__}: {exc}") from exc
+        raise CassetteFormatError(path, _unpack_problem(data, exc)) from exc
     try:
         return _interactions(document)
     except _Bad as exc:
         raise CassetteFormatError(path, str(exc)) from exc
+
+
+def _unpack_problem(data: bytes, exc: Exception) -> str:
+    """What a msgpack decoding failure says about the file."""
+    if not (0x80 <= data[0] <= 0x8F or data[0] in (0xDE, 0xDF)):  # fixmap, map 16, map 32
+        return "not a replay cassette: the file does not start with a msgpack map"
+    if isinstance(exc, msgpack.ExtraData):
+        return f"unexpected bytes after the cassette document ({len(exc.extra)} bytes)"
+    if isinstance(exc, msgpack.StackError):
+        return "not a replay cassette: msgpack values nested too deeply"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not a replay cassette: a msgpack string is not valid UTF-8 ({exc.reason})"
+    text = str(exc)
+    # "incomplete input"; "N exceeds max_bin_len(M)": a length larger than what is left.
+    if "incomplete" in text or "exceeds max" in text:
+        return (
+            "the file ends too early (truncated?): restore it from version control "
+            "or record it again"
+        )
+    detail = f": {text}" if text else ""
+    return f"not a msgpack document ({type(exc).__name__}{detail})"
 
 
 def _document(interactions: Sequence[Interaction]) -> dict[str, Any]:
@@ -203,11 +229,15 @@ def dumps(interactions: Sequence[Interaction]) -> bytes:
 
 
 def save_interactions(path: str | Path, interactions: Sequence[Interaction]) -> None:
-    """Write a cassette atomically: temporary file beside it, fsync, rename over it."""
+    """Write a cassette atomically: temporary file beside it, fsync, rename over it.
+
+    The new file gets the permissions of the one it replaces, or the umask's default for a
+    new file (not the owner-only mode of `tempfile.mkstemp`).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = dumps(interactions)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, temporary = _create_temporary(path)
     try:
         with os.fdopen(fd, "wb") as file:
             file.write(data)
@@ -219,6 +249,24 @@ def save_interactions(path: str | Path, interactions: Sequence[Interaction]) -> 
             os.unlink(temporary)
         raise
     _fsync_directory(path.parent)
+
+
+def _create_temporary(path: Path) -> tuple[int, str]:
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        mode = None
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    while True:
+        temporary = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(temporary, flags, 0o666)  # the umask applies, as for any new file
+        except FileExistsError:  # pragma: no cover - 48 random bits collided
+            continue
+        if mode is not None:
+            with contextlib.suppress(OSError):
+                os.chmod(temporary, mode)
+        return fd, temporary
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -237,17 +285,25 @@ def _fsync_directory(directory: Path) -> None:
 
 @contextlib.contextmanager
 def file_lock(path: str | Path) -> Iterator[None]:
-    """Hold an exclusive inter-process lock on `path` (a `.lock` file beside it)."""
-    lock_path = Path(f"{path}.lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+b") as lock_file:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows: no inter-process lock
-            yield
-            return
-        fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
+    """Hold an exclusive inter-process lock for writing the cassette at `path`.
+
+    The lock is an `flock` on the cassette's directory itself, so no lock file is left
+    beside the cassettes (a lock file cannot be removed safely while others may wait on
+    it). Writers of different cassettes in one directory wait for each other briefly.
+    """
+    directory = Path(path).parent
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no inter-process lock
+        yield
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

@@ -1,0 +1,378 @@
+"""The child side of `replay record` / `replay run`: a cassette session for a whole process.
+
+`replay.child` (the parent) starts the program with this directory first on PYTHONPATH and
+the session's settings in the environment (the `ENV_*` names below). Python's `site` then
+imports `sitecustomize.py` from here, which calls `start_from_environment`: it enters
+`use_cassette` before the program's first line runs and leaves it, saving what was
+recorded, at interpreter exit — also when SIGTERM or SIGHUP ends the program (they raise
+`SystemExit(128 + signum)` so that `finally` blocks and `atexit` run; SIGINT already
+raises `KeyboardInterrupt`, and its handler is left alone, as asyncio checks for it).
+
+Descendants: PYTHONPATH and the `ENV_*` settings stay in the environment, so a Python
+program the child starts (a subprocess, an xdist worker, a `multiprocessing` spawn worker)
+records too, with a session of its own. Sharing one cassette file is safe (the store saves
+under a file lock and merges) but not right for record mode "all", where each save replaces
+the requests it re-recorded: two processes making the same request would erase each other's.
+So with `ENV_PARTS_DIR` each process (and each forked child) records into a file of its own
+in that directory, and the parent merges them when the program has ended. Only the direct
+child reports progress (`ENV_STATUS_FD` is taken out of the environment and the descriptor
+is not inherited).
+
+Progress, for the parent's live status line, is counted by a router placed in front of the
+session (requests as they are made, events and bytes as the program reads the bodies), and
+written on the status pipe as one ASCII line, `"<requests> <events> <bytes>\\n"`, at most
+ten times a second (see `Progress`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import math
+import os
+import secrets
+import signal
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, MutableMapping
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import attrs
+
+from replay import patch
+from replay._httpmod import async_stream, module_of, sync_stream
+from replay.model import Response
+from replay.session import CassetteSession, use_cassette
+from replay.sse import SSEParser
+
+__all__ = [
+    "ENV_CASSETTE",
+    "ENV_PARTS_DIR",
+    "ENV_RECORD_MODE",
+    "ENV_SPEED",
+    "ENV_STATUS_FD",
+    "HOOK_DIRECTORY",
+    "ChildSession",
+    "Progress",
+    "is_event_stream",
+    "part_path",
+    "settings_environment",
+    "start_from_environment",
+]
+
+#: The directory the parent puts first on PYTHONPATH (it holds `sitecustomize.py`).
+HOOK_DIRECTORY = Path(__file__).resolve().parent
+
+ENV_CASSETTE = "REPLAY_CASSETTE"
+"""The cassette (an absolute path); without it the hook does nothing. With `ENV_PARTS_DIR`
+the processes record into parts, and this is the file the parent merges them into."""
+ENV_RECORD_MODE = "REPLAY_RECORD_MODE"
+"""The record mode: none, once, new_episodes or all."""
+ENV_SPEED = "REPLAY_SPEED"
+"""The replay speed, as `parse_speed` reads it ("instant", "1", "10x")."""
+ENV_STATUS_FD = "REPLAY_STATUS_FD"
+"""A writable file descriptor for progress lines (recording with a terminal only)."""
+ENV_PARTS_DIR = "REPLAY_PARTS_DIR"
+"""If set, each process records into a cassette of its own there (see the module docs)."""
+
+#: The least time between two progress lines, in seconds.
+REPORT_INTERVAL = 0.1
+#: A second SIGTERM this soon after the first is the same one delivered twice (to the
+#: process group and forwarded by the parent): ignore it rather than break the save.
+_SAME_SIGNAL_WINDOW = 1.0
+
+
+@attrs.frozen
+class Progress:
+    """What a recording has caught so far: requests, SSE events and body bytes."""
+
+    requests: int = 0
+    events: int = 0
+    body_bytes: int = 0
+
+    def __add__(self, other: Progress) -> Progress:
+        return Progress(
+            self.requests + other.requests,
+            self.events + other.events,
+            self.body_bytes + other.body_bytes,
+        )
+
+    def encode(self) -> bytes:
+        """The line written on the status pipe."""
+        return f"{self.requests} {self.events} {self.body_bytes}\n".encode("ascii")
+
+    @classmethod
+    def decode(cls, line: bytes) -> Progress | None:
+        """Read a status line back; None if it is not one (never trust a pipe blindly)."""
+        try:
+            requests, events, size = (int(field) for field in line.split())
+        except ValueError:
+            return None
+        return cls(requests, events, size)
+
+
+def is_event_stream(response: Response) -> bool:
+    """True when the response declares itself a server-sent event stream."""
+    return _is_event_stream_type(response.header("content-type"))
+
+
+def _is_event_stream_type(content_type: str | None) -> bool:
+    return (content_type or "").split(";")[0].strip().lower() == "text/event-stream"
+
+
+class _Tally:
+    """Counts the events and bytes of one response body as the program reads it."""
+
+    def __init__(self, reporter: _ProgressReporter, headers: Any) -> None:
+        self.reporter = reporter
+        encoded = (headers.get("content-encoding") or "identity").lower() != "identity"
+        # A compressed body's events would need decoding first: its bytes alone are counted.
+        sse = _is_event_stream_type(headers.get("content-type")) and not encoded
+        self.parser = SSEParser() if sse else None
+
+    def feed(self, data: bytes) -> bytes:
+        events = len(self.parser.feed(data)) if self.parser is not None else 0
+        self.reporter.add(Progress(0, events, len(data)))
+        return data
+
+
+class _CountedSync:
+    """A sync body source that tallies each chunk on its way to the program."""
+
+    def __init__(self, stream: Any, tally: _Tally) -> None:
+        self.stream = stream
+        self.tally = tally
+
+    def __iter__(self) -> Iterator[bytes]:
+        return (self.tally.feed(chunk) for chunk in self.stream)
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+class _CountedAsync:
+    """Async twin of `_CountedSync`."""
+
+    def __init__(self, stream: Any, tally: _Tally) -> None:
+        self.stream = stream
+        self.tally = tally
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.stream:
+            yield self.tally.feed(chunk)
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+class _ProgressReporter:
+    """A router in front of the session: tallies requests, SSE events and body bytes as the
+    program reads them, and writes the running total on the status pipe, at most once per
+    `REPORT_INTERVAL` (and once more at `flush`).
+
+    Writing happens in the program's own threads, a few bytes at a time, on a non-blocking
+    descriptor: a parent that stops reading loses lines, it never stalls the program.
+    """
+
+    def __init__(self, session: CassetteSession, status_fd: int) -> None:
+        self.session = session
+        self.status_fd: int | None = status_fd
+        self._progress = Progress()
+        self._sent = Progress()
+        self._sent_at = -math.inf
+        self._lock = threading.Lock()
+        with contextlib.suppress(OSError):
+            os.set_blocking(status_fd, False)
+
+    def handle(self, request: Any, send: patch.Send) -> Any:
+        """Count the request, let the session answer it, count its body as it is read."""
+        self.add(Progress(requests=1))
+        response = self.session.handle(request, send)
+        tally = _Tally(self, response.headers)
+        response.stream = sync_stream(module_of(response), _CountedSync(response.stream, tally))
+        return response
+
+    async def ahandle(self, request: Any, send: patch.AsyncSend) -> Any:
+        """Async twin of `handle`."""
+        self.add(Progress(requests=1))
+        response = await self.session.ahandle(request, send)
+        tally = _Tally(self, response.headers)
+        response.stream = async_stream(module_of(response), _CountedAsync(response.stream, tally))
+        return response
+
+    def add(self, progress: Progress) -> None:
+        """Add to the running total; report it if the last report is old enough."""
+        with self._lock:
+            self._progress += progress
+            if time.monotonic() - self._sent_at >= REPORT_INTERVAL:
+                self._send()
+
+    def flush(self) -> None:
+        """Report the running total if it changed since the last report."""
+        with self._lock:
+            self._send()
+
+    def forget_fork(self) -> None:
+        """In a forked child: no reporting (only the direct child reports), a fresh lock."""
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        self.status_fd = None
+
+    def _send(self) -> None:
+        if self.status_fd is None or self._progress == self._sent:
+            return
+        self._sent, self._sent_at = self._progress, time.monotonic()
+        try:
+            os.write(self.status_fd, self._progress.encode())
+        except BlockingIOError:  # the pipe is full: this line is dropped, the next one counts
+            pass
+        except OSError:  # the parent is gone: stop talking
+            self.status_fd = None
+
+
+class ChildSession:
+    """`use_cassette` held open for the whole life of this process.
+
+    Args:
+        session: the cassette session to enter.
+        status_fd: where to write progress lines (`Progress.encode`), or None.
+        parts_dir: the directory of per-process cassettes, if recording into one: a forked
+            child then records into a new file of its own there.
+    """
+
+    def __init__(
+        self,
+        session: CassetteSession,
+        status_fd: int | None = None,
+        *,
+        parts_dir: Path | None = None,
+    ) -> None:
+        self.session = session
+        self.status_fd = status_fd
+        self.parts_dir = parts_dir
+        self._reporter = None if status_fd is None else _ProgressReporter(session, status_fd)
+        self._closed = False
+        self._last_signal_at: float | None = None
+
+    def start(self) -> None:
+        """Enter the session; stop it at exit, on SIGTERM / SIGHUP, and in forked children."""
+        self.session.__enter__()
+        if self._reporter is not None:
+            patch.install(self._reporter)  # innermost: it sees each request first
+        atexit.register(self.stop)
+        for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            # Only where the default (die at once, saving nothing) is in force: a handler or
+            # SIG_IGN the program inherited stays as it was.
+            if signum is not None and signal.getsignal(signum) == signal.SIG_DFL:
+                signal.signal(signum, self._exit_on_signal)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._after_fork)
+
+    def stop(self) -> None:
+        """Leave the session (saving what was recorded) and stop reporting; once only."""
+        if self._closed:
+            return
+        self._closed = True
+        # A second Ctrl-C or SIGTERM must not break off the save half-way: the process is
+        # leaving anyway (SIGKILL still works).
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
+                signal.signal(signum, signal.SIG_IGN)
+        try:
+            if self._reporter is not None:
+                patch.uninstall(self._reporter)
+                self._reporter.flush()
+            self.session.__exit__(None, None, None)
+        finally:
+            self._close_status()
+
+    def _exit_on_signal(self, signum: int, frame: FrameType | None) -> None:
+        now = time.monotonic()
+        if self._last_signal_at is not None and now - self._last_signal_at < _SAME_SIGNAL_WINDOW:
+            return
+        self._last_signal_at = now
+        raise SystemExit(128 + signum)
+
+    def _after_fork(self) -> None:
+        # A forked child starts with copies of what the parent recorded, which the parent
+        # saves itself, and of its streams in flight, whose threads did not survive the fork.
+        cassette = self.session.cassette
+        if cassette is not None:
+            cassette.recorded.clear()
+        self.session._pending.clear()
+        if self.parts_dir is not None:
+            self.session.path = part_path(self.parts_dir)
+            if cassette is not None:
+                cassette.path = self.session.path
+        if self._reporter is not None:
+            self._reporter.forget_fork()
+        self._close_status()
+
+    def _close_status(self) -> None:
+        fd, self.status_fd = self.status_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def start_from_environment(
+    environ: MutableMapping[str, str] | None = None,
+) -> ChildSession | None:
+    """Start the process-wide session the environment asks for; None if it asks for none.
+
+    Raises:
+        ConfigurationError: a bad record mode or speed.
+        CassetteFormatError: the cassette exists but cannot be read.
+    """
+    environ = os.environ if environ is None else environ
+    path = environ.get(ENV_CASSETTE)
+    if not path:
+        return None
+    status_fd = _take_status_fd(environ)
+    parts_dir = Path(environ[ENV_PARTS_DIR]) if environ.get(ENV_PARTS_DIR) else None
+    session = use_cassette(
+        path if parts_dir is None else part_path(parts_dir),
+        record_mode=environ.get(ENV_RECORD_MODE) or "once",
+        speed=environ.get(ENV_SPEED) or "instant",
+    )
+    child = ChildSession(session, status_fd, parts_dir=parts_dir)
+    child.start()
+    return child
+
+
+def part_path(parts_dir: Path) -> Path:
+    """A cassette file in `parts_dir` that no other process uses."""
+    return parts_dir / f"{os.getpid()}-{secrets.token_hex(4)}.msgpack"
+
+
+def _take_status_fd(environ: MutableMapping[str, str]) -> int | None:
+    """The status descriptor, kept from descendants (out of the environment, not inherited)."""
+    text = environ.pop(ENV_STATUS_FD, "")
+    try:
+        fd = int(text)
+        os.set_inheritable(fd, False)
+    except (ValueError, OSError):
+        return None
+    return fd
+
+
+def settings_environment(
+    cassette: Path,
+    *,
+    record_mode: str,
+    speed: str,
+    status_fd: int | None = None,
+    parts_dir: Path | None = None,
+) -> Mapping[str, str]:
+    """The `ENV_*` variables that make the hook start a session with these settings."""
+    settings = {
+        ENV_CASSETTE: str(cassette.resolve()),
+        ENV_RECORD_MODE: record_mode,
+        ENV_SPEED: speed,
+    }
+    if status_fd is not None:
+        settings[ENV_STATUS_FD] = str(status_fd)
+    if parts_dir is not None:
+        settings[ENV_PARTS_DIR] = str(parts_dir.resolve())
+    return settings

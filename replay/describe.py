@@ -1,0 +1,291 @@
+"""Human views of a cassette, for `replay show` and `replay play`.
+
+`table` is the diff view (also a git `textconv`): one line per interaction, each line built
+from that interaction alone with fixed column widths, so that changing one interaction
+changes one line. Its `digest` column is a hash of the interaction as stored, so that a
+change no other column shows (a reworded prompt, a moved chunk) still shows in a diff.
+`events` and `raw` are reading views; `to_json` is the machine-readable export
+(`replay.convert` reads it back); `play` writes a body to a stream at its recorded pace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable
+from typing import BinaryIO
+
+from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
+from replay.errors import ConfigurationError
+from replay.model import Cassette, Interaction, Response, StreamEnd, TimedEvent
+from replay.store import dumps
+
+__all__ = ["DATA_WIDTH", "events", "play", "raw", "table", "to_json"]
+
+#: Event data longer than this is cut (with "...") in the `events` view.
+DATA_WIDTH = 100
+
+_ROW = "{:>3}  {:<7}  {:>6}  {:>6}  {:>9}  {:>9}  {:>11}  {:>6}  {:<9}  {:<12}  {}"
+_HEADER = _ROW.format(
+    "#", "method", "status", "chunks", "bytes", "ttfb_ms", "duration_ms", "events", "end",
+    "digest", "url",
+)  # fmt: skip
+
+# C0 controls and DEL, shown escaped so that each event stays on one line.
+_ESCAPES = {code: f"\\x{code:02x}" for code in (*range(32), 127)}
+_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+
+
+def table(cassette: Cassette) -> str:
+    """One aligned line per interaction, under a header line; ends with a newline.
+
+    Columns: index, method, status, chunks, body bytes (as recorded, still compressed if
+    the body was), time to first byte and duration in milliseconds, SSE events (0 when the
+    response is not `text/event-stream`; `?` when its body cannot be decoded), how the body
+    ended (`eof`, `truncated` or the error's class name), a digest of the whole interaction,
+    and the URL. Nothing depends on the run or the file name: the same cassette always gives
+    the same text.
+    """
+    lines = [_HEADER]
+    lines.extend(
+        _row(index, interaction) for index, interaction in enumerate(cassette.interactions)
+    )
+    if not cassette.interactions:
+        lines.append("(no interactions)")
+    return "\n".join(lines) + "\n"
+
+
+def _row(index: int, interaction: Interaction) -> str:
+    request, response = interaction.request, interaction.response
+    ttfb = "-" if response.ttfb is None else _ms(response.ttfb)
+    return _ROW.format(
+        index,
+        request.method,
+        response.status,
+        len(response.chunks),
+        len(response.body),
+        ttfb,
+        _ms(response.duration),
+        _event_count(response),
+        _end_name(response.end),
+        _digest(interaction),
+        request.url,
+    )
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f}"
+
+
+def _is_event_stream(response: Response) -> bool:
+    content_type = response.header("content-type") or ""
+    return content_type.split(";")[0].strip().lower() == "text/event-stream"
+
+
+def _event_count(response: Response) -> str:
+    if not _is_event_stream(response):
+        return "0"
+    try:
+        return str(len(response.events()))
+    except ValueError:  # a body that does not decode (bad gzip, unknown content-encoding)
+        return "?"
+
+
+def _end_name(end: StreamEnd) -> str:
+    if end.error is not None:
+        return end.error
+    return "truncated" if end.truncated else "eof"
+
+
+def _digest(interaction: Interaction) -> str:
+    return hashlib.sha256(dumps([interaction])).hexdigest()[:12]
+
+
+def events(cassette: Cassette) -> str:
+    """Each interaction's line, then its SSE events: time (s), event name, data on one line.
+
+    Data longer than `DATA_WIDTH` characters is cut; line breaks and control characters are
+    shown escaped (`\\n`). The last line of each interaction tells how and when it ended.
+    """
+    lines: list[str] = []
+    for index, interaction in enumerate(cassette.interactions):
+        lines.extend(_interaction_events(index, interaction))
+    if not cassette.interactions:
+        lines.append("(no interactions)")
+    return "\n".join(lines) + "\n"
+
+
+def _interaction_events(index: int, interaction: Interaction) -> list[str]:
+    request, response = interaction.request, interaction.response
+    lines = [f"#{index} {request.method} {request.url} -> {response.status}"]
+    if not _is_event_stream(response):
+        content_type = response.header("content-type") or "none"
+        lines.append(f"  (not an event stream: content-type {content_type})")
+    else:
+        try:
+            timed = response.events()
+        except ValueError as error:
+            lines.append(f"  (the body cannot be decoded: {error})")
+        else:
+            lines.extend(_event_lines(timed))
+    lines.append(f"  {response.end.at:8.3f}  ({_end_description(response.end)})")
+    return lines
+
+
+def _event_lines(timed: list[TimedEvent]) -> list[str]:
+    if not timed:
+        return ["  (no events)"]
+    width = min(32, max(len(event.event) for event in timed))
+    return [
+        f"  {event.at:8.3f}  {event.event:<{width}}  {_one_line(event.data, DATA_WIDTH)}".rstrip()
+        for event in timed
+    ]
+
+
+def _one_line(text: str, limit: int) -> str:
+    escaped = text.translate(_ESCAPES)
+    return escaped if len(escaped) <= limit else escaped[: limit - 3] + "..."
+
+
+def _end_description(end: StreamEnd) -> str:
+    if end.error is not None:
+        message = _one_line(end.message, DATA_WIDTH)
+        return f"end: {end.error}: {message}" if message else f"end: {end.error}"
+    return "end: truncated by the client" if end.truncated else "end: eof"
+
+
+def raw(cassette: Cassette) -> str:
+    """Each request and response as text: request line, headers, body; status, headers, body.
+
+    Lines starting `>` are the request, `<` the response, `==` notes of replay's. Bodies are
+    decoded as UTF-8 (bytes that are not are shown as `\\xNN`). A response body sent with
+    `Content-Encoding: gzip` or `deflate` is shown decompressed, and the note before it says
+    so; the cassette itself keeps the compressed bytes.
+    """
+    lines: list[str] = []
+    for index, interaction in enumerate(cassette.interactions):
+        lines.extend(_raw_interaction(index, interaction))
+    if not cassette.interactions:
+        lines.append("(no interactions)")
+    return "\n".join(lines) + "\n"
+
+
+def _raw_interaction(index: int, interaction: Interaction) -> list[str]:
+    request, response = interaction.request, interaction.response
+    lines = [f"== interaction {index} =="]
+    lines.append(f"> {request.method} {request.url}")
+    lines.extend(f"> {name}: {value}" for name, value in request.headers)
+    lines.append(">")
+    if request.body:
+        lines.extend(_body_text(request.body, "request body"))
+    lines.append(f"< {response.status}  (headers at {response.headers_at:.3f} s)")
+    lines.extend(f"< {name}: {value}" for name, value in response.headers)
+    lines.append("<")
+    lines.extend(_response_body(response))
+    lines.append(f"== {_end_description(response.end)} at {response.end.at:.3f} s ==")
+    return lines
+
+
+def _response_body(response: Response) -> list[str]:
+    recorded = response.body
+    encoding = (response.header("content-encoding") or "identity").strip().lower()
+    if encoding in ("", "identity"):
+        return _body_text(recorded, "body", chunks=len(response.chunks))
+    try:
+        decoded = b"".join(data for _, data in response.decoded_chunks())
+    except ValueError as error:
+        note = f"== body: {len(recorded)} bytes, shown as recorded ({error}) =="
+        return [note, *_text_lines(recorded)]
+    note = (
+        f"== body: {len(response.chunks)} chunks, {len(recorded)} bytes of {encoding}, "
+        f"shown decompressed ({len(decoded)} bytes) =="
+    )
+    return [note, *_text_lines(decoded)]
+
+
+def _body_text(data: bytes, what: str, chunks: int | None = None) -> list[str]:
+    pieces = f"{chunks} chunks, " if chunks is not None else ""
+    return [f"== {what}: {pieces}{len(data)} bytes ==", *_text_lines(data)]
+
+
+def _text_lines(data: bytes) -> list[str]:
+    if not data:
+        return []
+    text = data.decode("utf-8", errors="backslashreplace")
+    return text[:-1].split("\n") if text.endswith("\n") else text.split("\n")
+
+
+def to_json(cassette: Cassette) -> str:
+    """The cassette as JSON (see `replay.convert.export_json`): every byte, every time."""
+    from replay.convert import export_json
+
+    return export_json(cassette.interactions)
+
+
+def play(
+    cassette: Cassette,
+    index: int,
+    speed: SpeedLike,
+    out: BinaryIO,
+    *,
+    clock: Clock | None = None,
+    decode: bool = True,
+) -> None:
+    """Write interaction `index`'s response body to `out`, chunk by chunk, at recorded pace.
+
+    Each chunk is written and flushed at its absolute deadline `start + at / speed`, then
+    this waits until the recorded end of the body. A body that ended with an error simply
+    stops there (the error is not raised).
+
+    Args:
+        cassette: the cassette.
+        index: which interaction (0 is the first).
+        speed: 1 = as recorded, 10 or "10x" = ten times faster, "instant" = no waiting.
+        out: a binary stream (`sys.stdout.buffer`).
+        clock: what to wait on (default: the real monotonic clock).
+        decode: undo a gzip / deflate Content-Encoding, so the text is readable (default);
+            with False, or an encoding replay cannot undo, the bytes are written as recorded.
+
+    Raises:
+        ConfigurationError: no interaction `index`, or a bad speed.
+    """
+    response = _interaction_at(cassette, index).response
+    factor = parse_speed(speed)
+    clock = MonotonicClock() if clock is None else clock
+    pieces = _playable_chunks(response, decode)
+    schedule = None if math.isinf(factor) else Schedule(start=clock.now(), speed=factor)
+    for at, data in pieces:
+        _wait(clock, schedule, at)
+        if data:
+            out.write(data)
+            out.flush()
+    _wait(clock, schedule, response.end.at)
+
+
+def _interaction_at(cassette: Cassette, index: int) -> Interaction:
+    count = len(cassette.interactions)
+    if count == 0:
+        raise ConfigurationError("the cassette has no interactions to play")
+    if not 0 <= index < count:
+        raise ConfigurationError(
+            f"there is no interaction {index}: the cassette has {count} (choose 0 to {count - 1})"
+        )
+    return cassette.interactions[index]
+
+
+def _playable_chunks(response: Response, decode: bool) -> Iterable[tuple[float, bytes]]:
+    recorded = [(chunk.at, chunk.data) for chunk in response.chunks]
+    if not decode:
+        return recorded
+    try:
+        return list(response.decoded_chunks())
+    except ValueError:  # an encoding replay cannot undo, or damaged data: play as recorded
+        return recorded
+
+
+def _wait(clock: Clock, schedule: Schedule | None, at: float) -> None:
+    if schedule is None:
+        return
+    delay = schedule.delay(at, clock.now())
+    if delay > 0:
+        clock.sleep(delay)

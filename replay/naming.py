@@ -1,0 +1,71 @@
+"""Where a test's cassette lives: `<test dir>/cassettes/<module>/<test name>.msgpack`.
+
+Test names carry classes and parametrize ids, which may hold any character; the file name
+keeps the readable ones, replaces the rest, and adds a short hash whenever it had to change
+or shorten the name, so two different tests never share a file by accident.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+__all__ = ["cassette_file_name", "default_cassette_path", "resolve_cassette_path"]
+
+SUFFIX = ".msgpack"
+_MAX_STEM = 120
+_UNSAFE = re.compile(r"[^A-Za-z0-9._\-\[\]=,+@]")
+
+
+def cassette_file_name(test_name: str) -> str:
+    """A portable file name for the cassette of `test_name` (e.g. `TestA.test_b[x-1]`)."""
+    stem = _UNSAFE.sub("_", test_name).strip(". ") or "cassette"
+    if stem != test_name or len(stem) > _MAX_STEM:
+        digest = hashlib.sha1(test_name.encode()).hexdigest()[:10]
+        stem = f"{stem[: _MAX_STEM - 11]}-{digest}"
+    return stem + SUFFIX
+
+
+def _base(test_file: Path, directory: str | Path | None, rootpath: Path | None) -> Path:
+    if directory is None:
+        return test_file.parent / "cassettes"
+    directory = Path(directory)
+    if not directory.is_absolute() and rootpath is not None:
+        directory = rootpath / directory
+    return directory
+
+
+def default_cassette_path(
+    test_file: Path,
+    nodeid: str,
+    directory: str | Path | None = None,
+    rootpath: Path | None = None,
+) -> Path:
+    """The default cassette of the test `nodeid` defined in `test_file`.
+
+    Args:
+        test_file: the test module's path.
+        nodeid: pytest's node id (`tests/test_x.py::TestA::test_b[param]`).
+        directory: the cassette directory instead of `cassettes/` beside the test file
+            (relative to `rootpath`).
+    """
+    test_name = ".".join(nodeid.split("::")[1:]) or test_file.stem
+    return _base(test_file, directory, rootpath) / test_file.stem / cassette_file_name(test_name)
+
+
+def resolve_cassette_path(
+    value: str | Path,
+    test_file: Path,
+    directory: str | Path | None = None,
+    rootpath: Path | None = None,
+) -> Path:
+    """The cassette a marker names: a bare name goes beside the defaults, a relative path is
+    relative to the test file, an absolute path stays."""
+    path = Path(value)
+    if path.is_absolute():
+        return path
+    if len(path.parts) == 1:
+        name = path.name if path.suffix else path.name + SUFFIX
+        return _base(test_file, directory, rootpath) / test_file.stem / name
+    return test_file.parent / path

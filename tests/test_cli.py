@@ -1,0 +1,56 @@
+"""The `replay` command as a user runs it: a subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import replay
+
+
+def run_replay(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "replay.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_demo_records_and_replays_at_each_speed(tmp_path: Path) -> None:
+    cassette = tmp_path / "demo.msgpack"
+    result = run_replay("demo", "--cassette", str(cassette))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:5] == ["event", "live", "1x", "10x", "instant"]
+    assert "text: 'Hello there, how may I assist you today?'" in lines
+    assert any(line.startswith("every replay gave the same events and text") for line in lines)
+    ttfe = next(line for line in lines if line.startswith("time to first event")).split()[-4:]
+    live, one, ten, instant = map(float, ttfe)
+    assert 0.2 < live < 1.5  # the origin waits 0.3 s before the first event
+    assert abs(one - live) < 0.1
+    assert ten < one / 3
+    assert instant < ten
+    recorded = replay.Cassette.load(cassette)
+    assert [e.event for e in recorded.interactions[0].response.events()][-1] == (
+        "response.completed"
+    )
+
+
+def test_version_and_help() -> None:
+    assert run_replay("--version").stdout.strip() == f"replay {replay.__version__}"
+    help_text = run_replay("demo", "--help").stdout
+    assert "example:" in help_text
+
+
+def test_error_is_one_line_without_traceback(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.msgpack"
+    broken.write_bytes(b"\x85garbage")
+    result = run_replay("demo", "--cassette", str(broken))
+    # The demo records with mode "all": a corrupt existing file is reported, not overwritten.
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("replay: error: cannot read cassette")
+    assert "Traceback" not in result.stderr
+    assert broken.read_bytes() == b"\x85garbage"

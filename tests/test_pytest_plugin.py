@@ -1,0 +1,389 @@
+"""The pytest plugin, driven through pytester: markers, fixture, options, messages, xdist."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import replay
+from replay._origin import Origin, Script
+from replay._streams import responses_hello
+
+pytest_plugins = ["pytester"]
+
+FAST = Script(chunks=responses_hello(scale=0.01))
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """Run pytest in a subprocess, as a user would. In-process runs are unsound here: the
+    outer suite's warning filters would apply, and pytester's restoring of sys.modules
+    leaves httpx mapping exceptions of an httpcore that is gone."""
+    return pytester.runpytest_subprocess(*args, timeout=120)
+
+
+def make_ini(pytester: pytest.Pytester, lines: str = "") -> None:
+    """The inner run's ini: the given lines, and pytest-asyncio's loop scope set (unset, it
+    warns in every run)."""
+    pytester.makeini(f"[pytest]\nasyncio_default_fixture_loop_scope = function\n{lines}")
+
+
+@pytest.fixture(autouse=True)
+def _quiet_ini(pytester: pytest.Pytester) -> None:
+    make_ini(pytester)
+
+
+@pytest.fixture
+def fast_origin() -> Iterator[Origin]:
+    with Origin({"/v1/responses": FAST, "/echo": Script(echo=True)}) as server:
+        yield server
+
+
+STREAM = """
+def stream(text="hi"):
+    with httpx.Client() as client:
+        with client.stream("POST", ORIGIN + "/v1/responses", json={"input": text}) as r:
+            return b"".join(r.iter_raw())
+"""
+
+
+def write_test(
+    pytester: pytest.Pytester, origin_url: str, body: str, name: str = "test_llm"
+) -> Path:
+    """A test module that talks to `origin_url` through httpx (ORIGIN in the module)."""
+    helpers = ""
+    if body.startswith(STREAM):
+        helpers, body = STREAM, body[len(STREAM) :]
+    header = f"import httpx, pytest, replay\nORIGIN = {origin_url!r}\n"
+    source = header + helpers + textwrap.dedent(body)
+    return pytester.makepyfile(**{name: source})
+
+
+def test_marker_records_then_replays_offline(pytester: pytest.Pytester) -> None:
+    body = (
+        STREAM
+        + """
+    @pytest.mark.use_cassette
+    def test_hello():
+        assert b"response.completed" in stream()
+    """
+    )
+    with Origin({"/v1/responses": FAST}) as origin:
+        write_test(pytester, origin.url, body)
+        run(pytester).assert_outcomes(passed=1)
+    cassette = pytester.path / "cassettes" / "test_llm" / "test_hello.msgpack"
+    assert len(replay.Cassette.load(cassette).interactions) == 1
+    # The origin is gone: the second run is served by the cassette alone.
+    result = run(pytester, "--record-mode=none", "--block-network")
+    result.assert_outcomes(passed=1)
+
+
+def test_marker_takes_a_name_and_use_cassette_keywords(
+    pytester: pytest.Pytester, fast_origin: Origin
+) -> None:
+    body = """
+    import os
+
+    @pytest.mark.use_cassette("shared", match_on=["method", "path"], speed="10x")
+    def test_a():
+        assert httpx.post(ORIGIN + "/echo", content=os.environ["BODY"]).content == b"one"
+    """
+    write_test(pytester, fast_origin.url, body)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BODY", "one")
+        run(pytester).assert_outcomes(passed=1)
+        # Bodies are not matched on here: another body replays the recorded answer.
+        mp.setenv("BODY", "two")
+        run(pytester, "--record-mode=none").assert_outcomes(passed=1)
+    cassette = replay.Cassette.load(pytester.path / "cassettes" / "test_llm" / "shared.msgpack")
+    assert [i.request.body for i in cassette.interactions] == [b"one"]
+
+
+def test_cassette_fixture_without_marker_activates_the_default(
+    pytester: pytest.Pytester, fast_origin: Origin
+) -> None:
+    body = (
+        STREAM
+        + """
+    def test_fixture(cassette):
+        stream()
+        assert len(cassette.interactions) == 1
+        assert cassette.play_count + len(cassette.recorded) == 1  # replayed, or recorded
+    """
+    )
+    write_test(pytester, fast_origin.url, body)
+    run(pytester).assert_outcomes(passed=1)
+    assert (pytester.path / "cassettes" / "test_llm" / "test_fixture.msgpack").exists()
+    run(pytester, "--record-mode=none").assert_outcomes(passed=1)
+
+
+def test_decorator_on_sync_and_async_tests(pytester: pytest.Pytester, fast_origin: Origin) -> None:
+    pytester.makeini(
+        "[pytest]\nasyncio_mode = strict\nasyncio_default_fixture_loop_scope = function"
+    )
+    body = """
+    import anyio
+
+    async def astream():
+        async with httpx.AsyncClient() as client:
+            r = await client.post(ORIGIN + "/v1/responses", json={"input": "a"})
+            return r.content
+
+    @replay.use_cassette("cassettes/decorated-sync.msgpack")
+    def test_sync():
+        assert b"response.completed" in httpx.post(ORIGIN + "/v1/responses", json={}).content
+
+    @pytest.mark.asyncio
+    @replay.use_cassette("cassettes/decorated-asyncio.msgpack")
+    async def test_asyncio():
+        assert b"response.completed" in await astream()
+
+    @pytest.fixture(params=["asyncio", "trio"])
+    def anyio_backend(request):
+        return request.param
+
+    @pytest.mark.anyio
+    @replay.use_cassette("cassettes/decorated-anyio.msgpack", record_mode="new_episodes")
+    async def test_anyio():
+        assert b"response.completed" in await astream()
+    """
+    write_test(pytester, fast_origin.url, body)
+    run(pytester).assert_outcomes(passed=4)
+    result = run(pytester, "--record-mode=none")
+    result.assert_outcomes(passed=4)
+    assert (
+        len(replay.Cassette.load(pytester.path / "cassettes/decorated-anyio.msgpack").interactions)
+        == 1
+    )
+
+
+def test_default_path_includes_class_and_parametrize_ids(
+    pytester: pytest.Pytester, fast_origin: Origin
+) -> None:
+    body = (
+        STREAM
+        + """
+    class TestGroup:
+        @pytest.mark.use_cassette
+        @pytest.mark.parametrize("text", ["plain", "with/slash", "x" * 300])
+        def test_it(self, text):
+            stream(text)
+    """
+    )
+    write_test(pytester, fast_origin.url, body)
+    run(pytester).assert_outcomes(passed=3)
+    names = sorted(p.name for p in (pytester.path / "cassettes" / "test_llm").iterdir())
+    assert "TestGroup.test_it[plain].msgpack" in names
+    assert len(names) == 3
+    assert all(len(name) <= 140 and "/" not in name for name in names)
+
+
+@pytest.mark.parametrize("how", ["option", "ini"])
+def test_cassette_dir_overrides_the_directory(
+    pytester: pytest.Pytester, fast_origin: Origin, how: str
+) -> None:
+    body = (
+        STREAM
+        + """
+    @pytest.mark.use_cassette
+    def test_hello():
+        stream()
+    """
+    )
+    write_test(pytester, fast_origin.url, body)
+    if how == "ini":
+        make_ini(pytester, "replay_cassette_dir = recorded")
+        run(pytester).assert_outcomes(passed=1)
+    else:
+        run(pytester, "--cassette-dir=recorded").assert_outcomes(passed=1)
+    assert (pytester.path / "recorded" / "test_llm" / "test_hello.msgpack").exists()
+
+
+def test_command_line_record_mode_wins_over_marker_and_ini(
+    pytester: pytest.Pytester, fast_origin: Origin
+) -> None:
+    body = (
+        STREAM
+        + """
+    @pytest.mark.use_cassette(record_mode="all")
+    def test_hello():
+        stream()
+    """
+    )
+    write_test(pytester, fast_origin.url, body)
+    make_ini(pytester, "replay_record_mode = all")
+    result = run(pytester, "--record-mode=none")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*has no match in cassette*test_hello.msgpack*"])
+
+
+def test_rewrite_deletes_and_records_again(pytester: pytest.Pytester, fast_origin: Origin) -> None:
+    body = (
+        STREAM
+        + """
+    @pytest.mark.use_cassette
+    def test_hello():
+        stream()
+    """
+    )
+    write_test(pytester, fast_origin.url, body)
+    run(pytester).assert_outcomes(passed=1)
+    path = pytester.path / "cassettes" / "test_llm" / "test_hello.msgpack"
+    fast_origin.route("/v1/responses", Script(chunks=[(0.0, b"data: new\n\n")]))
+    run(pytester).assert_outcomes(passed=1)  # once: the old answer replays
+    assert b"response.completed" in replay.Cassette.load(path).interactions[0].response.body
+    run(pytester, "--record-mode=rewrite").assert_outcomes(passed=1)
+    rewritten = replay.Cassette.load(path).interactions
+    assert [i.response.body for i in rewritten] == [b"data: new\n\n"]
+
+
+def test_mismatch_failure_names_request_cassette_nearest_and_command(
+    pytester: pytest.Pytester, fast_origin: Origin
+) -> None:
+    body = (
+        STREAM
+        + """
+    import os
+
+    @pytest.mark.use_cassette
+    def test_hello():
+        stream(os.environ.get("PROMPT", "hi"))
+    """
+    )
+    write_test(pytester, fast_origin.url, body)
+    run(pytester).assert_outcomes(passed=1)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PROMPT", "a different prompt")
+        result = run(pytester, "--record-mode=none")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*POST {fast_origin.url}/v1/responses has no match in cassette*test_hello.msgpack*",
+            "*Nearest recorded request: POST*/v1/responses*",
+            "*body differs*",
+            "*a different prompt*",
+            "*pytest --record-mode=new_episodes*test_llm.py::test_hello*",
+        ]
+    )
+
+
+def test_unplayed_interactions_warn_and_strict_fails(
+    pytester: pytest.Pytester, fast_origin: Origin
+) -> None:
+    body = (
+        STREAM
+        + """
+    import os
+
+    @pytest.mark.use_cassette(record_mode="new_episodes")
+    def test_hello():
+        stream("one")
+        if not os.environ.get("ONLY_ONE"):
+            stream("two")
+    """
+    )
+    write_test(pytester, fast_origin.url, body)
+    run(pytester).assert_outcomes(passed=1)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ONLY_ONE", "1")
+        result = run(pytester, "--record-mode=none")
+        result.assert_outcomes(passed=1, warnings=1)
+        result.stdout.fnmatch_lines(["*UnplayedInteractionsWarning*1 unplayed*test_hello.msgpack*"])
+        strict = run(pytester, "--record-mode=none", "--strict-cassettes")
+    strict.assert_outcomes(passed=1, errors=1)
+    strict.stdout.fnmatch_lines(["*1 unplayed interaction*"])
+
+
+def test_terminal_summary_counts_cassettes_and_files(
+    pytester: pytest.Pytester, fast_origin: Origin
+) -> None:
+    body = (
+        STREAM
+        + """
+    @pytest.mark.use_cassette
+    def test_one():
+        stream()
+
+    @pytest.mark.use_cassette
+    def test_two():
+        stream()
+    """
+    )
+    write_test(pytester, fast_origin.url, body)
+    result = run(pytester)
+    result.stdout.fnmatch_lines(
+        [
+            "*- replay -*",
+            "cassettes used: 2; interactions replayed: 0, recorded: 2",
+            "files written: 2",
+            "unplayed interactions: 0",
+        ]
+    )
+    again = run(pytester, "--record-mode=none")
+    again.stdout.fnmatch_lines(
+        ["cassettes used: 2; interactions replayed: 2, recorded: 0", "files written: 0"]
+    )
+
+
+def test_block_network_fails_requests_no_cassette_handles(
+    pytester: pytest.Pytester, fast_origin: Origin
+) -> None:
+    body = """
+    def test_unrecorded():
+        httpx.get(ORIGIN + "/v1/responses")
+
+    def test_socket():
+        import socket
+        host, port = ORIGIN.rsplit("/", 1)[1].split(":")
+        socket.create_connection((host, int(port)), timeout=1)
+    """
+    write_test(pytester, fast_origin.url, body)
+    # Loopback is allowed unless asked otherwise: blocking it too proves the block without
+    # sending a single packet off this machine.
+    make_ini(pytester, "replay_allowed_hosts =")
+    result = run(pytester, "--block-network")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*NetworkBlockedError*GET*/v1/responses*"])
+    assert fast_origin.requests == []
+    make_ini(pytester)
+    run(pytester, "--block-network", "-k", "unrecorded").assert_outcomes(passed=1)
+
+
+def test_xdist_workers_merge_new_episodes_into_one_cassette(
+    pytester: pytest.Pytester, fast_origin: Origin
+) -> None:
+    body = """
+    @pytest.mark.use_cassette("shared", record_mode="new_episodes")
+    @pytest.mark.parametrize("n", range(6))
+    def test_add(n):
+        httpx.post(ORIGIN + "/echo", json={"n": n})
+    """
+    write_test(pytester, fast_origin.url, body)
+    result = run(pytester, "-n", "2", "-p", "xdist")
+    result.assert_outcomes(passed=6)
+    cassette = replay.Cassette.load(pytester.path / "cassettes" / "test_llm" / "shared.msgpack")
+    assert sorted(i.request.body for i in cassette.interactions) == sorted(
+        f'{{"n":{n}}}'.encode() for n in range(6)
+    )
+    run(pytester, "-n", "2", "--record-mode=none").assert_outcomes(passed=6)
+
+
+def test_openai_suite_goes_offline_with_one_flag(pytester: pytest.Pytester) -> None:
+    body = """
+    import openai
+
+    @pytest.mark.use_cassette
+    def test_responses():
+        client = openai.OpenAI(api_key="sk-live-secret", base_url=ORIGIN + "/v1", max_retries=0)
+        events = list(client.responses.create(model="m", input="hi", stream=True))
+        assert events[-1].type == "response.completed"
+        assert events[-1].response.output_text == "Hello there, how may I assist you today?"
+    """
+    with Origin({"/v1/responses": FAST}) as origin:
+        write_test(pytester, origin.url, body)
+        run(pytester).assert_outcomes(passed=1)
+    path = pytester.path / "cassettes" / "test_llm" / "test_responses.msgpack"
+    assert b"sk-live-secret" not in path.read_bytes()
+    run(pytester, "--record-mode=none", "--block-network").assert_outcomes(passed=1)
