@@ -6,8 +6,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from replay._origin import Origin
+
+# CI runs the same examples every time (a property failure is then reproducible, not a
+# coin toss), and a loaded 2-core machine does not trip per-example deadlines.
+settings.register_profile("replay", derandomize=True, deadline=None)
+settings.load_profile("replay")
 
 
 @pytest.fixture

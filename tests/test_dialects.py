@@ -571,18 +571,25 @@ def test_every_synthetic_stream_validates(dialect: str, options: dict[str, Any])
     assert detect(interaction) == dialect
 
 
-JSON_VALUES = st.none() | st.booleans() | st.integers() | st.text(max_size=8)
+JSON_VALUES = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text(st.characters(exclude_categories=("Cs",)), max_size=8)
+)
 TOOL_CALLS = st.builds(
     ToolCall,
     name=st.from_regex(r"[a-z_]{1,12}", fullmatch=True),
-    arguments=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=4),
+    arguments=st.dictionaries(
+        st.text(st.characters(exclude_categories=("Cs",)), max_size=8), JSON_VALUES, max_size=4
+    ),
 )
 
 
 @settings(max_examples=40, deadline=None)
 @given(
-    text=st.text(max_size=40),
-    reasoning=st.none() | st.text(max_size=20),
+    text=st.text(st.characters(exclude_categories=("Cs",)), max_size=40),
+    reasoning=st.none() | st.text(st.characters(exclude_categories=("Cs",)), max_size=20),
     tool=st.none() | TOOL_CALLS,
     cut=st.booleans(),
 )
@@ -599,7 +606,7 @@ def test_any_text_and_tool_call_make_valid_streams(
     assert [rules(interaction) for interaction in built] == [expected] * 3
 
 
-@given(st.text())
+@given(st.text(st.characters(exclude_categories=("Cs",))))
 def test_tokenize_loses_nothing(text: str) -> None:
     assert "".join(tokenize(text)) == text
 
