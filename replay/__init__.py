@@ -7,6 +7,7 @@ and play them back through httpx and httpx2 at original, accelerated or instant 
 
 from __future__ import annotations
 
+from replay import faults, timing
 from replay.clock import INSTANT, MonotonicClock, VirtualClock, parse_speed
 from replay.errors import (
     CassetteFormatError,
@@ -19,13 +20,15 @@ from replay.model import Cassette, Chunk, Interaction, Request, Response, Stream
 from replay.playback import AsyncReplayTransport, ReplayTransport
 from replay.record import AsyncRecordingTransport, RecordingTransport
 from replay.redact import Redactor
-from replay.session import CassetteSession, use_cassette
+from replay.session import VIRTUAL, CassetteSession, use_cassette
+from replay.vtime import VirtualTime
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_MATCH_ON",
     "INSTANT",
+    "VIRTUAL",
     "AsyncRecordingTransport",
     "AsyncReplayTransport",
     "Cassette",
@@ -45,7 +48,10 @@ __all__ = [
     "StreamEnd",
     "TimedEvent",
     "VirtualClock",
+    "VirtualTime",
     "__version__",
+    "faults",
     "parse_speed",
+    "timing",
     "use_cassette",
 ]

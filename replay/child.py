@@ -44,8 +44,10 @@ from replay._child import (
 )
 from replay.clock import format_speed, parse_speed
 from replay.errors import ConfigurationError
+from replay.faults import Fault, coerce
 from replay.matching import DEFAULT_MATCH_ON, MatchIndex
 from replay.model import Interaction, TimedEvent
+from replay.session import VIRTUAL
 from replay.store import file_lock, load_interactions, save_interactions
 
 __all__ = ["RECORD_COMMAND_MODES", "RUN_MODES", "record_command", "replay_command", "summary_lines"]
@@ -111,6 +113,7 @@ def replay_command(
     *,
     mode: str = "none",
     speed: str = "instant",
+    faults: Sequence[str | Fault] = (),
     stderr: TextIO | None = None,
 ) -> int:
     """Run `command` with its httpx / httpx2 traffic served from `cassette`.
@@ -123,7 +126,10 @@ def replay_command(
         command: the program and its arguments.
         mode: "none" (default): replay only; "once": the same, as the file exists;
             "new_episodes": record what the cassette does not answer, into it.
-        speed: "instant" (default), "1" (as recorded), "10x"…
+        speed: "instant" (default), "1" (as recorded), "10x"…, or "virtual" (as recorded
+            on virtual time: no waiting, yet the program's clocks move as recorded).
+        faults: faults to apply to what is replayed, as specs ("cut(after_events=5)") or
+            `replay.faults` values (without `where=`, which cannot cross processes).
         stderr: where a summary of newly recorded interactions goes (default: `sys.stderr`).
 
     Returns:
@@ -132,10 +138,11 @@ def replay_command(
     Raises:
         FileNotFoundError: there is no cassette at `cassette`, or the command does not exist.
         CassetteFormatError: the cassette cannot be read.
-        ConfigurationError: a bad speed, an unknown mode or an empty command.
+        ConfigurationError: a bad speed or fault, an unknown mode or an empty command.
     """
     _check_mode(mode, RUN_MODES, "replay run")
-    speed_text = format_speed(parse_speed(speed))
+    speed_text = _speed_text(speed)
+    specs = _fault_specs(faults)
     program = _checked_command(command)
     stream = sys.stderr if stderr is None else stderr
     if not cassette.is_file():
@@ -144,7 +151,7 @@ def replay_command(
             f"`replay record {cassette} -- CMD [ARGS...]`"
         )
     before = load_interactions(cassette)
-    settings = settings_environment(cassette, record_mode=mode, speed=speed_text)
+    settings = settings_environment(cassette, record_mode=mode, speed=speed_text, faults=specs)
     code = _run(program, _child_environment(settings), None)
     if mode != "none":
         recorded = _recorded_since(cassette, before, stream)
@@ -197,6 +204,24 @@ def summary_lines(path: Path, recorded: Sequence[Interaction]) -> list[str]:
 
 
 # -- running the program ---------------------------------------------------------------------
+
+
+def _speed_text(speed: str) -> str:
+    if speed.strip().lower() == VIRTUAL:
+        return VIRTUAL
+    return format_speed(parse_speed(speed))
+
+
+def _fault_specs(faults: Sequence[str | Fault]) -> list[str]:
+    """Each fault as the spec the child parses back (checked here, before the program runs)."""
+    specs = []
+    for fault in coerce(faults):
+        if fault.where is not None:
+            raise ConfigurationError(
+                f"fault {fault!r}: where= cannot be passed to another process; use index="
+            )
+        specs.append(repr(fault))
+    return specs
 
 
 def _check_mode(mode: str, allowed: tuple[str, ...], verb: str) -> None:

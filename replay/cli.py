@@ -20,9 +20,14 @@ _EPILOG = """examples:
   replay demo                                   see record and replay at work, offline
   replay record out.msgpack -- python app.py   record every httpx/httpx2 request of app.py
   replay run out.msgpack -- python app.py      run app.py again, served from the cassette
+  replay run out.msgpack --fault "cut(after_events=5)" -- python app.py
+                                                the same, with the stream dropped mid-way
   replay show out.msgpack --events             what was recorded, event by event
   replay play out.msgpack -i 0 --speed 1       watch a stream at its recorded pace
   replay convert out.msgpack out.yaml          to vcrpy's format (and back)
+  replay check cassettes/*.msgpack             validate every stream against its dialect
+  replay diff old.msgpack new.msgpack          what changed: events, texts, timing
+  replay synth chat out.msgpack --text Hi      write a synthetic stream into a cassette
   replay serve out.msgpack --port 8080          serve the cassette over HTTP to any client
   replay proxy --target https://api.openai.com -o out.msgpack --port 8080
 """
@@ -113,7 +118,21 @@ def _parser() -> argparse.ArgumentParser:
         default="none",
         help="none: replay only (default); new_episodes: record what is missing",
     )
-    run.add_argument("--speed", default="instant", help="1, 10x, instant (default: instant)")
+    run.add_argument(
+        "--speed",
+        default="instant",
+        help="1, 10x, instant (default), or virtual: as recorded, without waiting, on the "
+        "program's virtual clocks",
+    )
+    run.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        dest="faults",
+        metavar="SPEC",
+        help='a fault to inject at replay, e.g. "cut(after_events=5)", '
+        '"status(429, times=1)", "stall(after_events=3, seconds=30)" (repeatable)',
+    )
     _command_args(run)
 
     show = _verb(
@@ -179,7 +198,86 @@ def _parser() -> argparse.ArgumentParser:
     proxy.add_argument("--target", required=True, help="the upstream base URL")
     proxy.add_argument("-o", "--out", type=Path, required=True, help="the cassette to write")
     proxy.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any)")
+    _add_check_diff_synth(verbs)
     return parser
+
+
+def _add_check_diff_synth(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    _add_check(verbs)
+    _add_diff(verbs)
+    _add_synth(verbs)
+
+
+def _add_check(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    check = _verb(
+        verbs,
+        "check",
+        "validate every stream in cassettes against its dialect's rules",
+        "Validate each stream in each CASSETTE (responses that are text/event-stream or "
+        "speak a known dialect) against the rules of its dialect: OpenAI Responses, Chat "
+        "Completions, Anthropic Messages, and those of any stream (UTF-8, not truncated). "
+        "Prints one line per violation, PATH #INTERACTION event INDEX RULE: message, then a "
+        "summary. Exit status: 0 when every stream is valid, 1 otherwise.",
+        "replay check cassettes/*.msgpack",
+    )
+    check.add_argument("cassettes", type=Path, nargs="+", metavar="CASSETTE")
+
+
+def _add_diff(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    diff = _verb(
+        verbs,
+        "diff",
+        "compare two cassettes' streams: events, texts, timing",
+        "Compare A and B interaction by interaction: the events that were changed, removed "
+        "or added, the texts (message, reasoning, tool calls) when they differ, the request, "
+        "status and end of the stream; and the timing of each (first event, total, median "
+        "and largest gap). Ids, timestamps and signatures in event data are not compared "
+        "(they differ in every recording) unless --exact; headers are not compared. Exit "
+        "status: 0 when only the timing differs (or nothing), 1 when anything else does.",
+        "replay diff cassettes/old.msgpack cassettes/new.msgpack",
+    )
+    diff.add_argument("a", type=Path, metavar="A")
+    diff.add_argument("b", type=Path, metavar="B")
+    diff.add_argument(
+        "--exact", action="store_true", help="compare event data byte for byte, ids included"
+    )
+
+
+def _add_synth(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from replay.synth import DIALECTS, FAILURES
+
+    failures = "; ".join(f"{name}: {', '.join(FAILURES[name])}" for name in DIALECTS)
+    synth = _verb(
+        verbs,
+        "synth",
+        "write a synthetic LLM stream into a cassette",
+        f"Build a synthetic stream of DIALECT ({', '.join(DIALECTS)}) with realistic timing "
+        "and append it to OUT (created if missing, saved atomically, secrets redacted). "
+        "Every stream it builds passes `replay check`, except those --failure cut leaves "
+        f"truncated. Failures: {failures}.",
+        'replay synth responses out.msgpack --text "Hi!" --tool-call get_weather '
+        '\'{"city": "Paris"}\'',
+    )
+    synth.add_argument("dialect", choices=DIALECTS, metavar="DIALECT", help=", ".join(DIALECTS))
+    synth.add_argument("out", type=Path, metavar="OUT", help="the cassette to append to")
+    synth.add_argument("--text", default="", help="what the assistant says")
+    synth.add_argument("--reasoning", help="reasoning before the text (anthropic: thinking)")
+    synth.add_argument(
+        "--tool-call",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "ARGS_JSON"),
+        help="a tool call after the text (repeatable in chat)",
+    )
+    synth.add_argument("--usage", action="store_true", help="chat: add the usage chunk")
+    synth.add_argument("--failure", help="how the stream fails (see above)")
+    synth.add_argument("--ttft", type=float, default=0.3, help="seconds to the first event")
+    synth.add_argument(
+        "--tokens-per-second", type=float, default=40.0, help="the pace of deltas (40)"
+    )
+    synth.add_argument("--model", help="the model named (default: a current one)")
+    synth.add_argument("--prompt", help="the user's message in the request")
 
 
 def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
@@ -215,7 +313,9 @@ def _record(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from replay.child import replay_command
 
-    return replay_command(args.cassette, _command(args), mode=args.mode, speed=args.speed)
+    return replay_command(
+        args.cassette, _command(args), mode=args.mode, speed=args.speed, faults=args.faults
+    )
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -268,6 +368,45 @@ def _proxy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check(args: argparse.Namespace) -> int:
+    from replay.check import check_files
+
+    result = check_files(args.cassettes)
+    sys.stdout.buffer.write(result.report().encode("utf-8"))
+    sys.stdout.flush()
+    return 0 if result.ok else 1
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from replay.diff import VOLATILE_FIELDS, diff_files, format_diff
+
+    result = diff_files(args.a, args.b, ignore_fields=() if args.exact else VOLATILE_FIELDS)
+    sys.stdout.buffer.write(format_diff(result, str(args.a), str(args.b)).encode("utf-8"))
+    sys.stdout.flush()
+    return 1 if result.differs else 0
+
+
+def _synth(args: argparse.Namespace) -> int:
+    from replay import synth
+
+    interaction = synth.synthesize(
+        args.dialect,
+        args.text,
+        reasoning=args.reasoning,
+        tool_calls=[synth.tool_call(name, arguments) for name, arguments in args.tool_call],
+        usage=args.usage,
+        failure=args.failure,
+        ttft=args.ttft,
+        tokens_per_second=args.tokens_per_second,
+        model=args.model,
+        prompt=args.prompt,
+    )
+    index = synth.append(args.out, interaction)
+    events = len(interaction.response.events())
+    print(f"{args.out}: #{index}: {args.dialect} stream, {events} events", file=sys.stderr)
+    return 0
+
+
 _COMMANDS: dict[str, Command] = {
     "demo": _demo,
     "record": _record,
@@ -277,6 +416,9 @@ _COMMANDS: dict[str, Command] = {
     "convert": _convert,
     "serve": _serve,
     "proxy": _proxy,
+    "check": _check,
+    "diff": _diff,
+    "synth": _synth,
 }
 
 

@@ -7,11 +7,13 @@ bookkeeping of which were played, and the index that answers requests.
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import attrs
 
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Cassette",
     "Chunk",
+    "Chunks",
     "Interaction",
     "Request",
     "Response",
@@ -157,29 +160,117 @@ class StreamEnd:
         return self.error is None
 
 
-def _to_chunks(chunks: Iterable[Chunk]) -> tuple[Chunk, ...]:
-    return tuple(chunks)
+class Chunks(Sequence[Chunk]):
+    """A body's chunks, kept as two columns: arrival times and payloads.
+
+    A sequence of `Chunk` values to its readers; underneath, two tuples, so a 10,000-chunk
+    cassette loads and replays without building 10,000 objects (each `Chunk` is made when
+    asked for). The columns are validated at once, with C-level passes over them.
+
+    Args:
+        times: seconds from sending the request to each chunk's arrival; finite,
+            non-negative and non-decreasing.
+        payloads: each chunk's bytes.
+    """
+
+    __slots__ = ("payloads", "times")
+
+    def __init__(self, times: Sequence[float] = (), payloads: Sequence[bytes] = ()) -> None:
+        times, payloads = tuple(times), tuple(payloads)
+        if len(times) != len(payloads):
+            raise ValueError(f"{len(times)} chunk times for {len(payloads)} payloads")
+        if times:
+            _check_times(times)
+        if not set(map(type, payloads)) <= {bytes}:
+            index = next(i for i, p in enumerate(payloads) if type(p) is not bytes)
+            raise TypeError(f"chunk {index}: data must be bytes, not {_kind(payloads[index])}")
+        self.times: tuple[float, ...] = times
+        self.payloads: tuple[bytes, ...] = payloads
+
+    @classmethod
+    def of(cls, chunks: Iterable[Chunk]) -> Chunks:
+        """The columns of `chunks` (a `Chunks` is returned as it is)."""
+        if isinstance(chunks, Chunks):
+            return chunks
+        items = tuple(chunks)
+        for index, chunk in enumerate(items):
+            if not isinstance(chunk, Chunk):
+                raise TypeError(f"chunk {index} must be a Chunk, not {_kind(chunk)}")
+        return cls(tuple(c.at for c in items), tuple(c.data for c in items))
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    @overload
+    def __getitem__(self, index: int) -> Chunk: ...
+    @overload
+    def __getitem__(self, index: slice) -> Chunks: ...
+    def __getitem__(self, index: int | slice) -> Chunk | Chunks:
+        if isinstance(index, slice):
+            return Chunks(self.times[index], self.payloads[index])
+        return Chunk(self.times[index], self.payloads[index])
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return map(Chunk, self.times, self.payloads)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Chunks):
+            return self.times == other.times and self.payloads == other.payloads
+        if isinstance(other, (tuple, list)):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.times, self.payloads))
+
+    def __repr__(self) -> str:
+        return f"Chunks({list(self)!r})"
+
+
+def _check_times(times: tuple[float, ...]) -> None:
+    """Raise unless `times` are numbers with 0 <= t0 <= t1 <= ... < inf.
+
+    One C-level pass checks the order and the lower bound at once (NaN fails every
+    comparison); the last time bounds them all above. Only a failure walks the column, to
+    name the chunk at fault. Messages may show times, never payloads.
+    """
+    if not set(map(type, times)) <= {float, int}:  # bool, a subclass of int, is refused too
+        index = next(i for i, t in enumerate(times) if type(t) not in (float, int))
+        raise TypeError(f"chunk {index}: at must be a number of seconds, not {_kind(times[index])}")
+    if all(map(operator.le, itertools.chain((0.0,), times), times)) and times[-1] < math.inf:
+        return
+    for index, at in enumerate(times):
+        if not 0 <= at < math.inf:  # also NaN
+            raise ValueError(
+                f"chunk {index}: at must be a finite, non-negative number of seconds, not {at!r}"
+            )
+        if index and at < times[index - 1]:
+            raise ValueError(
+                f"chunk {index} arrives at {at} s, before chunk {index - 1} ({times[index - 1]} s)"
+            )
+
+
+def _to_chunks(chunks: Iterable[Chunk]) -> Chunks:
+    return Chunks.of(chunks)
 
 
 def _to_interactions(interactions: Iterable[Interaction]) -> list[Interaction]:
     return list(interactions)
 
 
-def _chunks_in_order(instance: Response, _attribute: object, chunks: tuple[Chunk, ...]) -> None:
-    # A body cannot arrive before the headers, nor a chunk before its predecessor.
-    previous, what = instance.headers_at, "the headers"
-    for index, chunk in enumerate(chunks):
-        if not isinstance(chunk, Chunk):
-            raise TypeError(f"chunk {index} must be a Chunk, not {chunk!r}")
-        if chunk.at < previous:
-            raise ValueError(f"chunk {index} arrives at {chunk.at} s, before {what} ({previous} s)")
-        previous, what = chunk.at, f"chunk {index}"
+def _chunks_in_order(instance: Response, _attribute: object, chunks: Chunks) -> None:
+    # A body cannot arrive before the headers; `Chunks` keeps the chunks themselves in order.
+    if chunks.times and chunks.times[0] < instance.headers_at:
+        raise ValueError(
+            f"chunk 0 arrives at {chunks.times[0]} s, before the headers ({instance.headers_at} s)"
+        )
 
 
 def _end_after_body(instance: Response, _attribute: object, end: StreamEnd) -> None:
     if not isinstance(end, StreamEnd):
         raise TypeError(f"end must be a StreamEnd, not {end!r}")
-    last = instance.chunks[-1].at if instance.chunks else instance.headers_at
+    times = instance.chunks.times
+    last = times[-1] if times else instance.headers_at
     if end.at < last:
         raise ValueError(f"the body ends at {end.at} s, before its last byte or header ({last} s)")
 
@@ -225,9 +316,7 @@ class Response:
     status: int = attrs.field(validator=_valid_status)
     headers: Headers = attrs.field(default=(), converter=_to_headers)
     headers_at: float = attrs.field(default=0.0, validator=_seconds)
-    chunks: tuple[Chunk, ...] = attrs.field(
-        default=(), converter=_to_chunks, validator=_chunks_in_order
-    )
+    chunks: Chunks = attrs.field(factory=Chunks, converter=_to_chunks, validator=_chunks_in_order)
     end: StreamEnd = attrs.field(
         default=attrs.Factory(lambda self: _default_end(self), takes_self=True),
         validator=_end_after_body,
@@ -236,7 +325,7 @@ class Response:
     @property
     def body(self) -> bytes:
         """All chunks joined (still encoded as sent: gzip stays gzip)."""
-        return b"".join(chunk.data for chunk in self.chunks)
+        return b"".join(self.chunks.payloads)
 
     @property
     def ttfb(self) -> float | None:

@@ -169,6 +169,8 @@ def _activate(request: pytest.FixtureRequest, marker: pytest.Mark | None) -> Ite
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
     session: CassetteSession | None = getattr(item, "_replay_session", None)
+    if session is not None and session.faults and report.failed:
+        report.sections.append(("replay: faults injected", "\n".join(session.injector.report())))
     if session is not None and session.mismatches and report.failed:
         nodeid = item.nodeid
         lines = [str(error) for error in session.mismatches]

@@ -11,6 +11,10 @@ Record modes (vcrpy's):
     once          record if the cassette file does not exist yet, else replay only.
     new_episodes  replay what matches, record the rest.
     all           record everything, replay nothing; re-recorded requests replace old ones.
+
+Faults (`faults=[...]`, see `replay.faults`) apply to what is replayed, with attempts
+counted per interaction afresh at each enter. `speed="virtual"` replays as recorded on
+virtual time (see `replay.vtime`): the session patches the `time` clocks while it is active.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar, cast
@@ -26,14 +30,19 @@ from typing import Any, Literal, TypeVar, cast
 from replay import patch
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
 from replay.errors import CassetteMismatchError, ConfigurationError
+from replay.faults import Fault, FaultLike, Injector, Outcome, coerce
 from replay.matching import DEFAULT_MATCH_ON, MatchIndex, MatchOn
-from replay.model import Cassette, Interaction, Request
-from replay.playback import play_async, play_sync
+from replay.model import Cassette, Interaction, Request, Response
+from replay.playback import play_async, play_sync, played_for
 from replay.record import Recording, record_async, record_sync
 from replay.redact import Redactor
 from replay.store import file_lock, load_interactions, save_interactions
+from replay.vtime import RealClock, VirtualTime
 
-__all__ = ["RECORD_MODES", "CassetteSession", "RecordMode", "use_cassette"]
+__all__ = ["RECORD_MODES", "VIRTUAL", "CassetteSession", "RecordMode", "use_cassette"]
+
+#: The speed that replays as recorded on virtual time.
+VIRTUAL = "virtual"
 
 RecordMode = Literal["none", "once", "new_episodes", "all"]
 RECORD_MODES: tuple[str, ...] = ("none", "once", "new_episodes", "all")
@@ -62,6 +71,7 @@ class CassetteSession:
         allow_playback_repeats: bool = False,
         redactor: Redactor | None = None,
         clock: Clock | None = None,
+        faults: Iterable[FaultLike] = (),
     ) -> None:
         if record_mode not in RECORD_MODES:
             raise ConfigurationError(
@@ -70,11 +80,22 @@ class CassetteSession:
         MatchIndex([], match_on=match_on)  # validates matcher names now, not at first request
         self.path = Path(path)
         self.record_mode = record_mode
-        self.speed = parse_speed(speed)
+        #: True when replay runs on virtual time (speed "virtual").
+        self.virtual_time = isinstance(speed, str) and speed.strip().lower() == VIRTUAL
+        if self.virtual_time and clock is not None:
+            raise ConfigurationError("speed 'virtual' brings its own clock: do not pass clock=")
+        self.speed = 1.0 if self.virtual_time else parse_speed(speed)
         self.match_on = tuple(match_on)
         self.allow_playback_repeats = allow_playback_repeats
         self.redactor = redactor or Redactor()
-        self.clock = clock or MonotonicClock()
+        self.clock: Clock = VirtualTime() if self.virtual_time else (clock or MonotonicClock())
+        # What recordings stamp chunks with: real time, even in a virtual-time session.
+        self._record_clock: Clock | None = RealClock() if self.virtual_time else None
+        #: The faults applied to what this session replays (the pytest plugin reports them).
+        self.faults: tuple[Fault, ...] = coerce(faults)
+        #: The faults with the attempts each interaction had in the current (or last) use.
+        self.injector = Injector(self.faults)
+        self._answered: set[int] = set()  # interactions a status fault answered
         self.cassette: Cassette | None = None
         self._may_replay = False
         self._may_record = False
@@ -94,6 +115,8 @@ class CassetteSession:
             raise ConfigurationError(f"cassette {str(self.path)!r} is already in use")
         self.saved = False
         self.mismatches = []
+        self.injector = Injector(self.faults)
+        self._answered = set()
         existed = self.path.exists()
         interactions = load_interactions(self.path) if existed else []
         self._loaded = len(interactions)
@@ -106,6 +129,8 @@ class CassetteSession:
             match_on=self.match_on,
             allow_playback_repeats=self.allow_playback_repeats,
         )
+        if isinstance(self.clock, VirtualTime):
+            self.clock.__enter__()
         patch.install(self)
         return self.cassette
 
@@ -116,6 +141,8 @@ class CassetteSession:
         traceback: TracebackType | None,
     ) -> None:
         patch.uninstall(self)
+        if isinstance(self.clock, VirtualTime):
+            self.clock.__exit__(None, None, None)
         try:
             for recording in list(self._pending):
                 # A request that never got its headers (connection refused, or still waiting
@@ -127,6 +154,8 @@ class CassetteSession:
         finally:
             cassette, self.cassette = self.cassette, None
         assert cassette is not None
+        for index in self._answered:  # asked for, answered by a fault: not stale
+            cassette.play_counts[index] = max(1, cassette.play_counts[index])
         if cassette.recorded:
             self._save(cassette)
             self.saved = True
@@ -165,11 +194,12 @@ class CassetteSession:
         return CassetteSession(
             self.path,
             record_mode=self.record_mode,
-            speed=self.speed,
+            speed=VIRTUAL if self.virtual_time else self.speed,
             match_on=self.match_on,
             allow_playback_repeats=self.allow_playback_repeats,
             redactor=self.redactor,
-            clock=self.clock,
+            clock=None if self.virtual_time else self.clock,
+            faults=self.faults,
         )
 
     def _save(self, cassette: Cassette) -> None:
@@ -185,8 +215,9 @@ class CassetteSession:
 
     # -- routing (called by the patched transports) --------------------------------------------
 
-    def _lookup(self, request: Any) -> Interaction | None:
-        """The interaction that replays `request`, None to record it; or raise a mismatch."""
+    def _lookup(self, request: Any) -> Response | Outcome | None:
+        """What replays `request` (with faults: this attempt's outcome), None to record it;
+        or raise a mismatch."""
         if not self._may_replay:  # record mode "all", or "once" without a file
             return None
         cassette = self.cassette
@@ -196,12 +227,18 @@ class CassetteSession:
             # Only what was loaded replays: what this session records is not played back to it.
             index = cassette.find(wanted, among_first=self._loaded)
         if index is not None:
-            return cassette.interactions[index]
+            return self._played(cassette, index, wanted)
         if not self._may_record:
             error = self._mismatch(cassette, wanted)
             self.mismatches.append(error)
             raise error
         return None
+
+    def _played(self, cassette: Cassette, index: int, wanted: Request) -> Response | Outcome:
+        played = played_for(cassette, index, wanted, self.injector, self._lock)
+        if isinstance(played, Outcome) and played.answered_by is not None:
+            self._answered.add(index)  # asked for and answered: counts as played at exit
+        return played
 
     def _mismatch(self, cassette: Cassette, wanted: Request) -> CassetteMismatchError:
         nearest, differences = cassette.explain(wanted)
@@ -230,19 +267,23 @@ class CassetteSession:
         """Replay, record or refuse a sync request (see the record modes)."""
         schedule = self._schedule()
         request.read()
-        interaction = self._lookup(request)
-        if interaction is not None:
-            return play_sync(request, interaction, schedule, self.clock)
-        return record_sync(request, send, self._sink, pending=self._pending)
+        played = self._lookup(request)
+        if played is not None:
+            return play_sync(request, played, schedule, self.clock)
+        return record_sync(
+            request, send, self._sink, clock=self._record_clock, pending=self._pending
+        )
 
     async def ahandle(self, request: Any, send: patch.AsyncSend) -> Any:
         """Replay, record or refuse an async request (see the record modes)."""
         schedule = self._schedule()
         await request.aread()
-        interaction = self._lookup(request)
-        if interaction is not None:
-            return await play_async(request, interaction, schedule, self.clock)
-        return await record_async(request, send, self._sink, pending=self._pending)
+        played = self._lookup(request)
+        if played is not None:
+            return await play_async(request, played, schedule, self.clock)
+        return await record_async(
+            request, send, self._sink, clock=self._record_clock, pending=self._pending
+        )
 
 
 def use_cassette(
@@ -256,6 +297,7 @@ def use_cassette(
     redact_query_parameters: Sequence[str] = (),
     before_record: Callable[[Interaction], Interaction] | None = None,
     clock: Clock | None = None,
+    faults: Iterable[FaultLike] = (),
 ) -> CassetteSession:
     """Record to or replay from the cassette at `path` every httpx / httpx2 request made inside.
 
@@ -265,7 +307,10 @@ def use_cassette(
     Args:
         path: the cassette file (msgpack).
         record_mode: "none", "once" (default), "new_episodes" or "all" — vcrpy's meanings.
-        speed: replay speed: 1 = as recorded, 10 = ten times faster, "instant" (default).
+        speed: replay speed: 1 = as recorded, 10 = ten times faster, "instant" (default);
+            "virtual": as recorded on virtual time — no waiting, yet `time.monotonic`,
+            `perf_counter`, `time` and asyncio's loop time move by the recorded gaps while
+            the session is active (see `replay.vtime` for how, and its limits).
         match_on: matcher names or vcrpy-style callables (default: method, scheme, host,
             port, path, query, body).
         allow_playback_repeats: let one recorded interaction answer several requests.
@@ -273,9 +318,11 @@ def use_cassette(
         redact_query_parameters: query parameters to redact, besides key, api_key, token…
         before_record: a callable that may rewrite each interaction before it is stored.
         clock: the clock replay waits on (a `VirtualClock` in tests of timing logic).
+        faults: `replay.faults` values (or specs such as "cut(after_events=5)") applied to
+            every replayed interaction they target, e.g. `[faults.status(429, times=1)]`.
 
     Raises:
-        ConfigurationError: a bad record mode, speed or matcher.
+        ConfigurationError: a bad record mode, speed, matcher or fault.
         CassetteFormatError: the cassette file exists but cannot be read.
     """
     return CassetteSession(
@@ -286,4 +333,5 @@ def use_cassette(
         allow_playback_repeats=allow_playback_repeats,
         redactor=Redactor(redact_headers, redact_query_parameters, before_record),
         clock=clock,
+        faults=faults,
     )

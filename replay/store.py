@@ -5,9 +5,14 @@ Layout (see docs/cassette-format.md):
     {"format": "replay-cassette", "version": 1, "interactions": [
         {"request":  {"method": str, "url": str, "headers": [[str, str], ...], "body": bin},
          "response": {"status": int, "headers": [[str, str], ...], "headers_at": float,
-                      "chunks": [[float, bin], ...],
+                      "chunks": {"at": [float, ...], "data": [bin, ...]},
                       "end": {"at": float, "error": str | nil, "message": str,
                               "truncated": bool}}}, ...]}
+
+A body's chunks are two parallel columns, arrival times and payloads, not an array of
+pairs: msgpack then builds two lists instead of one small list per chunk, and `Chunks` takes
+the columns as they are, checking each with a C-level pass (the load time of a long stream
+is mostly that of msgpack itself).
 
 Every key shown is required; readers ignore unknown keys. Loading checks every field, so
 that any damage becomes one `CassetteFormatError` naming the file and the place, never a
@@ -29,7 +34,7 @@ from typing import Any
 import msgpack
 
 from replay.errors import CassetteFormatError
-from replay.model import Chunk, Interaction, Request, Response, StreamEnd
+from replay.model import Chunks, Interaction, Request, Response, StreamEnd
 
 __all__ = [
     "FORMAT_NAME",
@@ -85,16 +90,19 @@ def _request(value: object, where: str) -> Request:
     )
 
 
-def _chunks(value: list[Any], where: str) -> list[Chunk]:
-    chunks = []
-    for i, item in enumerate(value):
-        if type(item) is not list or len(item) != 2:
-            raise _Bad(f"{where}[{i}]: expected an [at, bytes] pair")
-        at, data = item
-        if type(at) is not float and type(at) is not int:
-            _expect(at, (int, float), f"{where}[{i}][0]")
-        chunks.append(Chunk(at, _expect(data, bytes, f"{where}[{i}][1]")))
-    return chunks
+def _chunks(value: object, where: str) -> Chunks:
+    doc: dict[Any, Any] = _expect(value, dict, where)
+    times: list[Any] = _field(doc, "at", list, where)
+    payloads: list[Any] = _field(doc, "data", list, where)
+    if len(times) != len(payloads):
+        raise _Bad(
+            f"{where}: the columns differ in length ({len(times)} in 'at', "
+            f"{len(payloads)} in 'data'): each chunk needs a time and its bytes"
+        )
+    try:
+        return Chunks(times, payloads)  # names the chunk at fault
+    except (TypeError, ValueError) as exc:
+        raise _Bad(f"{where}: {exc}") from exc
 
 
 def _end(value: object, where: str) -> StreamEnd:
@@ -114,7 +122,7 @@ def _response(value: object, where: str) -> Response:
         status=_field(doc, "status", int, where),
         headers=_headers(_field(doc, "headers", list, where), f"{where}.headers"),
         headers_at=_field(doc, "headers_at", (int, float), where),
-        chunks=_chunks(_field(doc, "chunks", list, where), f"{where}.chunks"),
+        chunks=_chunks(_field(doc, "chunks", dict, where), f"{where}.chunks"),
         end=_end(_field(doc, "end", dict, where), f"{where}.end"),
     )
 
@@ -204,7 +212,7 @@ def _document(interactions: Sequence[Interaction]) -> dict[str, Any]:
             "status": r.status,
             "headers": [list(pair) for pair in r.headers],
             "headers_at": float(r.headers_at),
-            "chunks": [[float(c.at), c.data] for c in r.chunks],
+            "chunks": {"at": [float(at) for at in r.chunks.times], "data": r.chunks.payloads},
             "end": {
                 "at": float(end.at),
                 "error": end.error,

@@ -330,8 +330,8 @@ import sys, time
 import httpx
 
 httpx.get(sys.argv[1] + "/v1/chat/completions")
-print("ready", flush=True)
 try:
+    print("ready", flush=True)  # inside the try: a Ctrl-C right after it still cleans up
     time.sleep(30)
 finally:
     time.sleep(0.3)  # a second Ctrl-C, if replay passed the first one on, would land here

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 import replay
+from replay.matching import MatchIndex
 
 URL = "http://api.test/v1/responses"
 JSON = (("content-type", "application/json"),)
@@ -384,6 +385,91 @@ def test_mismatch_on_an_empty_cassette_says_so(tmp_path: Path) -> None:
 
     assert error.nearest is None
     assert "no recorded interactions" in str(error)
+
+
+# --- match keys -------------------------------------------------------------------------
+
+TEXT = (("content-type", "text/plain"),)
+
+
+def request(
+    body: str = "", *, url: str = URL, headers: Sequence[tuple[str, str]] = JSON
+) -> replay.Request:
+    return replay.Request(method="POST", url=url, headers=headers, body=body.encode())
+
+
+# (match_on, recorded, new, whether they share a key)
+KEYS = [
+    pytest.param(
+        ("body",), request('{"a": 1}'), request('{"a": 1}', headers=TEXT), False, id="json-vs-text"
+    ),
+    pytest.param(("body",), request('{"a": 1'), request('{"a":  1'), False, id="bad-json-as-bytes"),
+    pytest.param(("body",), request('{"a": 1'), request('{"a": 1'), True, id="bad-json-same-bytes"),
+    pytest.param(("body",), request("1"), request("1.0"), False, id="json-number-spelling"),
+    pytest.param(
+        ("body",),
+        request('{"a": 1}', headers=(*TEXT, *JSON)),
+        request('{"a":1}', headers=(*TEXT, *JSON)),
+        False,
+        id="first-content-type-counts",
+    ),
+    pytest.param(
+        ("body",),
+        request('{"a": 1}', headers=(("Content-Type", "Application/JSON"),)),
+        request('{"a":1}', headers=(("CONTENT-TYPE", "application/json"),)),
+        True,
+        id="content-type-any-case",
+    ),
+    pytest.param(
+        ("path",),
+        request(url="http://api.test:99999/x"),
+        request(url="http://api.test/x"),
+        True,
+        id="unnamed-bad-port-unread",
+    ),
+    pytest.param(
+        ("uri",),
+        request(url="http://api.test/x?b=2&a=1"),
+        request(url="HTTP://API.test:80/x?a=1&b=2"),
+        True,
+        id="uri-normalised",
+    ),
+    pytest.param(
+        ("scheme", "host", "port", "path", "query"),
+        request(url="https://api.test/x?a="),
+        request(url="https://api.test:443/x?a="),
+        True,
+        id="url-parts-default-port",
+    ),
+    pytest.param(
+        ("query", "method"),
+        request(url="https://api.test/x?a="),
+        request(url="https://api.test/x"),
+        False,
+        id="blank-query-value-counts",
+    ),
+    pytest.param(("body", "body"), request('{"a": 1}'), request('{"a":1}'), True, id="named-twice"),
+]
+
+
+@pytest.mark.parametrize(("match_on", "recorded", "new", "same"), KEYS)
+def test_keys_are_equal_exactly_when_every_named_matcher_agrees(
+    match_on: tuple[str, ...], recorded: replay.Request, new: replay.Request, same: bool
+) -> None:
+    index = MatchIndex([recorded], match_on=match_on)
+
+    assert (index.key(new) == index.key(recorded)) is same
+    assert index.take(new, [0]) == (0 if same else None)
+
+
+@pytest.mark.parametrize(("match_on", "recorded", "new", "same"), KEYS)
+def test_a_key_does_not_depend_on_what_the_index_has_seen(
+    match_on: tuple[str, ...], recorded: replay.Request, new: replay.Request, same: bool
+) -> None:
+    # The index keeps the keys of recorded URLs and bodies; a fresh index computes them.
+    seen, fresh = MatchIndex([recorded, new], match_on=match_on), MatchIndex([], match_on=match_on)
+
+    assert [seen.key(r) for r in (recorded, new)] == [fresh.key(r) for r in (recorded, new)]
 
 
 # --- speed of lookup --------------------------------------------------------------------

@@ -19,6 +19,8 @@ import attrs
 import httpx
 import httpx2
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replay import (
     Cassette,
@@ -30,6 +32,7 @@ from replay import (
     StreamEnd,
     TimedEvent,
 )
+from replay.model import Chunks
 
 # --- validators ----------------------------------------------------------------------------
 
@@ -192,6 +195,126 @@ def test_header_errors_never_echo_a_value(headers: list[Any]) -> None:
     with pytest.raises((TypeError, ValueError)) as caught:
         Request(method="GET", url="http://h/", headers=headers)
     assert "sk-secret" not in str(caught.value)
+
+
+# --- Chunks: the body as two columns ---------------------------------------------------------
+
+
+def test_chunks_are_columns_read_as_chunk_values() -> None:
+    chunks = Chunks([0.1, 0.2], [b"a", b"b"])
+    assert (chunks.times, chunks.payloads) == ((0.1, 0.2), (b"a", b"b"))
+    assert list(chunks) == [Chunk(0.1, b"a"), Chunk(0.2, b"b")]
+    assert chunks[-1] == Chunk(0.2, b"b")
+    assert chunks[1:] == Chunks([0.2], [b"b"])
+    assert Chunks.of(chunks) is chunks
+    assert Chunks.of([Chunk(0.1, b"a"), Chunk(0.2, b"b")]) == chunks
+
+
+NAN, INF = math.nan, math.inf
+
+# (times, payloads, error, the whole message)
+BAD_COLUMNS: dict[str, tuple[list[Any], list[Any], type[Exception], str]] = {
+    "more times than payloads": ([0.1, 0.2], [b"a"], ValueError, "2 chunk times for 1 payloads"),
+    "more payloads than times": ([], [b"a"], ValueError, "0 chunk times for 1 payloads"),
+    "time as str": (
+        [0.1, "0.2"],
+        [b"a", b"b"],
+        TypeError,
+        "chunk 1: at must be a number of seconds, not str of length 3",
+    ),
+    "time as bool": (
+        [False],
+        [b"a"],
+        TypeError,
+        "chunk 0: at must be a number of seconds, not bool",
+    ),
+    "first time negative": (
+        [-0.5, 0.1],
+        [b"a", b"b"],
+        ValueError,
+        "chunk 0: at must be a finite, non-negative number of seconds, not -0.5",
+    ),
+    "NaN in the middle": (
+        [0.1, NAN, 0.3],
+        [b"a", b"b", b"c"],
+        ValueError,
+        "chunk 1: at must be a finite, non-negative number of seconds, not nan",
+    ),
+    "NaN last": (
+        [0.1, 0.2, NAN],
+        [b"a", b"b", b"c"],
+        ValueError,
+        "chunk 2: at must be a finite, non-negative number of seconds, not nan",
+    ),
+    "infinite from the middle on": (
+        [0.1, INF, INF],
+        [b"a", b"b", b"c"],
+        ValueError,
+        "chunk 1: at must be a finite, non-negative number of seconds, not inf",
+    ),
+    "out of order": (
+        [0.1, 0.3, 0.2],
+        [b"a", b"b", b"c"],
+        ValueError,
+        "chunk 2 arrives at 0.2 s, before chunk 1 (0.3 s)",
+    ),
+    "payload as str": (
+        [0.1, 0.2],
+        [b"a", "b"],
+        TypeError,
+        "chunk 1: data must be bytes, not str of length 1",
+    ),
+    "payload as bytearray": (
+        [0.1],
+        [bytearray(b"a")],
+        TypeError,
+        "chunk 0: data must be bytes, not bytearray",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("times", "payloads", "error", "message"), BAD_COLUMNS.values(), ids=BAD_COLUMNS.keys()
+)
+def test_bad_columns_are_refused_naming_the_first_chunk_at_fault(
+    times: list[Any], payloads: list[Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error) as caught:
+        Chunks(times, payloads)
+    assert str(caught.value) == message
+
+
+def test_payload_errors_never_echo_a_payload() -> None:
+    with pytest.raises(TypeError) as caught:
+        Chunks([0.1], ["sk-secret"])
+    assert "sk-secret" not in str(caught.value)
+
+
+def first_bad_time(times: list[float]) -> int | None:
+    """The index of the first time that is not finite, non-negative and >= the one before."""
+    for index, at in enumerate(times):
+        if not 0 <= at < math.inf or (index and at < times[index - 1]):
+            return index
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    times=st.lists(
+        st.floats(min_value=-1, max_value=3, allow_nan=False, allow_infinity=False)
+        | st.integers(-1, 3)
+        | st.sampled_from([NAN, INF, -INF, 0.0, -0.0]),
+        min_size=1,
+        max_size=8,
+    ).map(lambda times: sorted(times) if len(times) % 2 else times)  # half of them in order
+)
+def test_times_are_refused_exactly_when_one_is_bad(times: list[float]) -> None:
+    bad = first_bad_time(times)
+    if bad is None:
+        assert Chunks(times, [b""] * len(times)).times == tuple(times)
+    else:
+        with pytest.raises(ValueError, match=rf"^chunk {bad}\b"):
+            Chunks(times, [b""] * len(times))
 
 
 # --- Request.from_httpx ----------------------------------------------------------------------

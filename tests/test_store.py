@@ -154,9 +154,22 @@ def test_bytes_are_msgpack_bin_and_text_is_msgpack_str(cassette_path: Path) -> N
     request = document["interactions"][0]["request"]
     response = document["interactions"][0]["response"]
     assert type(request["body"]) is bytes
-    assert [type(data) for _, data in response["chunks"]] == [bytes, bytes]
+    assert [type(data) for data in response["chunks"]["data"]] == [bytes, bytes]
     assert type(request["method"]) is str
     assert type(request["url"]) is str
+
+
+def test_chunks_are_written_as_two_columns(cassette_path: Path) -> None:
+    save_interactions(cassette_path, [sse_interaction()])
+    response = msgpack.unpackb(cassette_path.read_bytes(), raw=False)["interactions"][0]["response"]
+    assert list(response["chunks"]) == ["at", "data"]
+    assert response["chunks"] == {"at": [0.2, 0.35], "data": [b"data: one\n\n", b"data: two\n\n"]}
+
+
+def test_empty_body_is_two_empty_columns(cassette_path: Path) -> None:
+    save_interactions(cassette_path, ROUND_TRIPS["empty body, error status"])
+    response = msgpack.unpackb(cassette_path.read_bytes(), raw=False)["interactions"][0]["response"]
+    assert response["chunks"] == {"at": [], "data": []}
 
 
 def test_header_pairs_are_ordered_two_item_lists(cassette_path: Path) -> None:
@@ -181,7 +194,7 @@ def test_document_opens_with_format_name_and_version(cassette_path: Path) -> Non
 def test_times_are_written_as_float64(cassette_path: Path) -> None:
     save_interactions(cassette_path, ROUND_TRIPS["integer times"])
     response = msgpack.unpackb(cassette_path.read_bytes(), raw=False)["interactions"][0]["response"]
-    assert [type(response["headers_at"]), type(response["chunks"][0][0])] == [float, float]
+    assert [type(response["headers_at"]), type(response["chunks"]["at"][0])] == [float, float]
     assert b"\xcb" in cassette_path.read_bytes()  # msgpack float 64 marker
 
 
@@ -404,49 +417,102 @@ CORRUPTIONS: dict[str, tuple[tuple[Any, ...], Any, tuple[str, ...]]] = {
     "chunks as bytes": (
         ("interactions", 0, "response", "chunks"),
         b"data: x\n\n",
-        ("response.chunks: expected list, found bytes",),
+        ("response.chunks: expected dict, found bytes",),
     ),
-    "chunk as map": (
-        ("interactions", 0, "response", "chunks", 0),
-        {"at": 0.2, "data": b""},
-        ("response.chunks[0]: expected an [at, bytes] pair",),
+    "chunks as list of pairs": (  # the layout before columns: refused, not misread
+        ("interactions", 0, "response", "chunks"),
+        [[0.2, b"data: one\n\n"], [0.35, b"data: two\n\n"]],
+        ("response.chunks: expected dict, found list",),
     ),
-    "chunk triple": (
-        ("interactions", 0, "response", "chunks", 0),
-        [0.2, b"x", b"y"],
-        ("response.chunks[0]: expected an [at, bytes] pair",),
+    "missing chunk times": (
+        ("interactions", 0, "response", "chunks", "at"),
+        DELETE,
+        ("response.chunks: missing field 'at'",),
+    ),
+    "missing chunk data": (
+        ("interactions", 0, "response", "chunks", "data"),
+        DELETE,
+        ("response.chunks: missing field 'data'",),
+    ),
+    "chunk times as map": (
+        ("interactions", 0, "response", "chunks", "at"),
+        {"0": 0.2},
+        ("response.chunks.at: expected list, found dict",),
+    ),
+    "chunk data as bytes": (
+        ("interactions", 0, "response", "chunks", "data"),
+        b"data: one\n\ndata: two\n\n",
+        ("response.chunks.data: expected list, found bytes",),
+    ),
+    "one time too many": (
+        ("interactions", 0, "response", "chunks", "at"),
+        [0.2, 0.35, 0.4],
+        ("response.chunks: the columns differ in length", "3 in 'at', 2 in 'data'"),
+    ),
+    "one payload too few": (
+        ("interactions", 0, "response", "chunks", "data"),
+        [b"data: one\n\n"],
+        ("response.chunks: the columns differ in length", "2 in 'at', 1 in 'data'"),
     ),
     "chunk at as str": (
-        ("interactions", 0, "response", "chunks", 0, 0),
+        ("interactions", 0, "response", "chunks", "at", 0),
         "0.2",
-        ("response.chunks[0][0]: expected int or float, found str",),
+        ("response.chunks: chunk 0: at must be a number of seconds, not str",),
     ),
     "chunk at as nil": (
-        ("interactions", 0, "response", "chunks", 0, 0),
+        ("interactions", 0, "response", "chunks", "at", 0),
         None,
-        ("response.chunks[0][0]: expected int or float, found NoneType",),
+        ("response.chunks: chunk 0: at must be a number of seconds, not NoneType",),
     ),
-    "chunk at as bool": (("interactions", 0, "response", "chunks", 0, 0), False, ("boolean",)),
+    "chunk at as bool": (
+        ("interactions", 0, "response", "chunks", "at", 1),
+        False,
+        ("response.chunks: chunk 1: at must be a number of seconds, not bool",),
+    ),
+    "chunk at as pair": (
+        ("interactions", 0, "response", "chunks", "at", 1),
+        [0.35, b"data: two\n\n"],
+        ("chunk 1: at must be a number of seconds, not list of length 2",),
+    ),
     "chunk at negative": (
-        ("interactions", 0, "response", "chunks", 0, 0),
+        ("interactions", 0, "response", "chunks", "at", 0),
         -1.0,
-        ("at must be a finite, non-negative number of seconds, not -1.0",),
+        ("chunk 0: at must be a finite, non-negative number of seconds, not -1.0",),
     ),
-    "chunk at NaN": (("interactions", 0, "response", "chunks", 0, 0), NAN, ("nan",)),
+    "chunk at NaN": (
+        ("interactions", 0, "response", "chunks", "at", 0),
+        NAN,
+        ("chunk 0: at must be a finite, non-negative number of seconds, not nan",),
+    ),
+    "last chunk at NaN": (
+        ("interactions", 0, "response", "chunks", "at", 1),
+        NAN,
+        ("chunk 1: at must be a finite, non-negative number of seconds, not nan",),
+    ),
+    "last chunk at infinite": (
+        ("interactions", 0, "response", "chunks", "at", 1),
+        math.inf,
+        ("chunk 1: at must be a finite, non-negative number of seconds, not inf",),
+    ),
     "chunk data as str": (
-        ("interactions", 0, "response", "chunks", 0, 1),
-        "data: one\n\n",
-        ("response.chunks[0][1]: expected bytes, found str",),
+        ("interactions", 0, "response", "chunks", "data", 1),
+        "data: two\n\n",
+        ("response.chunks: chunk 1: data must be bytes, not str",),
+    ),
+    "chunk data as nil": (
+        ("interactions", 0, "response", "chunks", "data", 0),
+        None,
+        ("response.chunks: chunk 0: data must be bytes, not NoneType",),
     ),
     "chunks out of order": (
-        ("interactions", 0, "response", "chunks", 1, 0),
+        ("interactions", 0, "response", "chunks", "at", 1),
         0.15,
-        ("chunk 1 arrives at 0.15 s, before chunk 0",),
+        ("response.chunks: chunk 1 arrives at 0.15 s, before chunk 0 (0.2 s)",),
     ),
     "chunk before headers": (
-        ("interactions", 0, "response", "chunks", 0, 0),
+        ("interactions", 0, "response", "chunks", "at", 0),
         0.05,
-        ("chunk 0 arrives at 0.05 s, before the headers",),
+        ("interactions[0]: chunk 0 arrives at 0.05 s, before the headers (0.1 s)",),
     ),
     "missing end": (("interactions", 0, "response", "end"), DELETE, ("missing field 'end'",)),
     "end as list": (
@@ -524,6 +590,24 @@ def test_one_wrong_field_is_a_format_error_naming_it(
     assert_format_error(cassette_path, *fragments)
 
 
+SECRETS = {
+    "chunk data as str": (("interactions", 0, "response", "chunks", "data", 1), "sk-secret"),
+    "request body as str": (("interactions", 0, "request", "body"), "sk-secret"),
+    "header value as bytes": (("interactions", 0, "request", "headers", 0, 1), b"sk-secret"),
+}
+
+
+@pytest.mark.parametrize(("path", "secret"), SECRETS.values(), ids=SECRETS.keys())
+def test_format_errors_never_echo_a_secret(
+    cassette_path: Path, path: tuple[Any, ...], secret: str | bytes
+) -> None:
+    document = corrupt(valid_document(), path, secret)
+    cassette_path.parent.mkdir(parents=True)
+    cassette_path.write_bytes(msgpack.packb(document, use_bin_type=True))
+    error = assert_format_error(cassette_path, type(secret).__name__)
+    assert "sk-secret" not in str(error)
+
+
 def test_error_in_a_later_interaction_names_its_index(cassette_path: Path) -> None:
     document = msgpack.unpackb(dumps([sse_interaction()] * 3), raw=False)
     document["interactions"][2]["response"]["status"] = "ok"
@@ -556,18 +640,31 @@ msgpack_values = st.recursive(
     | st.booleans()
     | st.integers(min_value=-(2**63), max_value=2**64 - 1)
     | st.floats()
-    | st.text(max_size=20)
+    | st.text(st.characters(exclude_categories=("Cs",)), max_size=20)
     | st.binary(max_size=20),
     lambda children: (
         st.lists(children, max_size=5)
         | st.dictionaries(
-            st.text(max_size=12) | st.integers(-(2**63), 2**63 - 1), children, max_size=5
+            st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
+            | st.integers(-(2**63), 2**63 - 1),
+            children,
+            max_size=5,
         )
     ),
     max_leaves=30,
 )
 
-FIELD_NAMES = ["format", "version", "interactions", "request", "response", "chunks", "end", "at"]
+FIELD_NAMES = [
+    "format",
+    "version",
+    "interactions",
+    "request",
+    "response",
+    "chunks",
+    "at",
+    "data",
+    "end",
+]
 
 
 def all_paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import math
 import os
 import secrets
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, MutableMapping
+from collections.abc import AsyncIterator, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -43,12 +44,14 @@ import attrs
 
 from replay import patch
 from replay._httpmod import async_stream, module_of, sync_stream
+from replay.errors import ConfigurationError
 from replay.model import Response
 from replay.session import CassetteSession, use_cassette
 from replay.sse import SSEParser
 
 __all__ = [
     "ENV_CASSETTE",
+    "ENV_FAULTS",
     "ENV_PARTS_DIR",
     "ENV_RECORD_MODE",
     "ENV_SPEED",
@@ -71,7 +74,9 @@ the processes record into parts, and this is the file the parent merges them int
 ENV_RECORD_MODE = "REPLAY_RECORD_MODE"
 """The record mode: none, once, new_episodes or all."""
 ENV_SPEED = "REPLAY_SPEED"
-"""The replay speed, as `parse_speed` reads it ("instant", "1", "10x")."""
+"""The replay speed, as `use_cassette` reads it ("instant", "1", "10x", "virtual")."""
+ENV_FAULTS = "REPLAY_FAULTS"
+"""The faults to apply at replay: a JSON list of specs (`replay.faults.parse` reads each)."""
 ENV_STATUS_FD = "REPLAY_STATUS_FD"
 """A writable file descriptor for progress lines (recording with a terminal only)."""
 ENV_PARTS_DIR = "REPLAY_PARTS_DIR"
@@ -322,7 +327,7 @@ def start_from_environment(
     """Start the process-wide session the environment asks for; None if it asks for none.
 
     Raises:
-        ConfigurationError: a bad record mode or speed.
+        ConfigurationError: a bad record mode, speed or fault.
         CassetteFormatError: the cassette exists but cannot be read.
     """
     environ = os.environ if environ is None else environ
@@ -335,10 +340,21 @@ def start_from_environment(
         path if parts_dir is None else part_path(parts_dir),
         record_mode=environ.get(ENV_RECORD_MODE) or "once",
         speed=environ.get(ENV_SPEED) or "instant",
+        faults=_faults(environ.get(ENV_FAULTS) or "[]"),
     )
     child = ChildSession(session, status_fd, parts_dir=parts_dir)
     child.start()
     return child
+
+
+def _faults(text: str) -> list[str]:
+    try:
+        specs = json.loads(text)
+    except ValueError:
+        specs = None
+    if not isinstance(specs, list) or not all(isinstance(spec, str) for spec in specs):
+        raise ConfigurationError(f"{ENV_FAULTS} must be a JSON list of fault specs, not {text!r}")
+    return specs
 
 
 def part_path(parts_dir: Path) -> Path:
@@ -364,13 +380,19 @@ def settings_environment(
     speed: str,
     status_fd: int | None = None,
     parts_dir: Path | None = None,
+    faults: Sequence[str] = (),
 ) -> Mapping[str, str]:
-    """The `ENV_*` variables that make the hook start a session with these settings."""
+    """The `ENV_*` variables that make the hook start a session with these settings.
+
+    `faults` are specs (`repr` of a `replay.faults` value), parsed again by the child.
+    """
     settings = {
         ENV_CASSETTE: str(cassette.resolve()),
         ENV_RECORD_MODE: record_mode,
         ENV_SPEED: speed,
     }
+    if faults:
+        settings[ENV_FAULTS] = json.dumps(list(faults))
     if status_fd is not None:
         settings[ENV_STATUS_FD] = str(status_fd)
     if parts_dir is not None:

@@ -38,11 +38,10 @@ DOCUMENT = {
                     ["Set-Cookie", "b=2"],
                 ],
                 "headers_at": 0.125,
-                "chunks": [
-                    [0.25, b'data: {"delta":"h\xc3'],
-                    [0.5, b'\xa9"}\n\n'],
-                    [0.75, b"data: [DONE]\n\n"],
-                ],
+                "chunks": {
+                    "at": [0.25, 0.5, 0.75],
+                    "data": [b'data: {"delta":"h\xc3', b'\xa9"}\n\n', b"data: [DONE]\n\n"],
+                },
                 "end": {"at": 0.75, "error": None, "message": "", "truncated": False},
             },
         },
@@ -57,7 +56,7 @@ DOCUMENT = {
                 "status": 200,
                 "headers": [["content-type", "application/octet-stream"]],
                 "headers_at": 0.0,
-                "chunks": [[1.0, b"\xff\xfe\x00raw"]],
+                "chunks": {"at": [1.0], "data": [b"\xff\xfe\x00raw"]},
                 "end": {
                     "at": 1.5,
                     "error": "RemoteProtocolError",
@@ -77,7 +76,7 @@ DOCUMENT = {
                 "status": 404,
                 "headers": [],
                 "headers_at": 2.0,
-                "chunks": [],
+                "chunks": {"at": [], "data": []},
                 "end": {"at": 2.0, "error": None, "message": "", "truncated": True},
             },
         },

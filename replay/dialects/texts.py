@@ -1,0 +1,132 @@
+"""What a stream says: its texts, joined from their deltas, whatever its dialect.
+
+    stream_texts(interaction)
+    # {"reasoning": "The user wants…", "text": "Let me check.",
+    #  "tool call 0": 'get_weather({"city":"Paris"})'}
+
+Each dialect spreads the same few things over differently shaped deltas; this reads them
+back. Nothing is validated here (that is `validate`): a malformed event is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from replay.dialects import detect
+from replay.dialects._common import StreamLike, read
+
+__all__ = ["stream_texts"]
+
+
+def stream_texts(stream: StreamLike) -> dict[str, str]:
+    """What `stream` says, by name, joined from its deltas, in order of first appearance.
+
+    Args:
+        stream: body bytes, an Interaction, a Response, or events.
+
+    Returns:
+        `text` (and `refusal`), `reasoning` (Responses) or `thinking` (Anthropic), and
+        `tool call N` as `name(arguments)` for the Nth tool call; in Chat Completions, the
+        texts of a choice other than the first are suffixed ` (choice N)`. A stream of no
+        known dialect says nothing (an empty dict).
+
+    Raises:
+        ValueError: a compressed body that does not decode.
+    """
+    events = read(stream).events
+    dialect = detect(events)
+    texts = _Texts()
+    for event in events:
+        payload = _payload(event.data)
+        if payload is None:
+            continue
+        if dialect == "responses":
+            texts.responses(payload)
+        elif dialect == "chat":
+            texts.chat(payload)
+        elif dialect == "anthropic":
+            texts.anthropic(payload)
+    return texts.joined()
+
+
+def _payload(data: str) -> Mapping[str, object] | None:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _get(mapping: object, key: str) -> object:
+    return mapping.get(key) if isinstance(mapping, Mapping) else None
+
+
+# Responses API delta events, and the text each one adds to.
+_RESPONSES_DELTAS = {
+    "response.output_text.delta": "text",
+    "response.refusal.delta": "refusal",
+    "response.reasoning_text.delta": "reasoning",
+}
+# Anthropic delta types: the text each adds to, and the field its piece is in.
+_ANTHROPIC_DELTAS = {"text_delta": ("text", "text"), "thinking_delta": ("thinking", "thinking")}
+
+
+class _Texts:
+    """Texts accumulating as one stream's events are read."""
+
+    def __init__(self) -> None:
+        self.pieces: dict[str, list[str]] = {}
+        self.calls: dict[object, tuple[str, list[str]]] = {}  # key -> (name, argument pieces)
+
+    def add(self, name: str, piece: object) -> None:
+        if isinstance(piece, str):
+            self.pieces.setdefault(name, []).append(piece)
+
+    def call(self, key: object, name: object = None, piece: object = None) -> None:
+        if key not in self.calls:
+            self.calls[key] = (str(name or "?"), [])
+            self.pieces.setdefault(f"tool call {len(self.calls) - 1}", [])  # keeps the order
+        if isinstance(piece, str):
+            self.calls[key][1].append(piece)
+
+    def responses(self, payload: Mapping[str, object]) -> None:
+        kind = payload.get("type")
+        if kind in _RESPONSES_DELTAS:
+            self.add(_RESPONSES_DELTAS[str(kind)], payload.get("delta"))
+        item = payload.get("item")
+        if kind == "response.output_item.added" and _get(item, "type") == "function_call":
+            self.call(payload.get("output_index"), _get(item, "name"))
+        elif kind == "response.function_call_arguments.delta":
+            self.call(payload.get("output_index"), piece=payload.get("delta"))
+
+    def chat(self, payload: Mapping[str, object]) -> None:
+        choices = payload.get("choices")
+        for choice in choices if isinstance(choices, list) else []:
+            number, delta = _get(choice, "index"), _get(choice, "delta")
+            suffix = "" if number == 0 else f" (choice {number})"
+            self.add(f"text{suffix}", _get(delta, "content"))
+            self.add(f"refusal{suffix}", _get(delta, "refusal"))
+            calls = _get(delta, "tool_calls")
+            for call in calls if isinstance(calls, list) else []:
+                function = _get(call, "function")
+                key = (number, _get(call, "index"))
+                self.call(key, _get(function, "name"), _get(function, "arguments"))
+
+    def anthropic(self, payload: Mapping[str, object]) -> None:
+        index, block = payload.get("index"), payload.get("content_block")
+        if payload.get("type") == "content_block_start" and _get(block, "type") == "tool_use":
+            self.call(index, _get(block, "name"))
+        delta = payload.get("delta")
+        kind = _get(delta, "type")
+        if kind in _ANTHROPIC_DELTAS:
+            name, field = _ANTHROPIC_DELTAS[str(kind)]
+            self.add(name, _get(delta, field))
+        elif kind == "input_json_delta":
+            self.call(index, piece=_get(delta, "partial_json"))
+
+    def joined(self) -> dict[str, str]:
+        texts = {name: "".join(pieces) for name, pieces in self.pieces.items()}
+        for number, (name, pieces) in enumerate(self.calls.values()):
+            texts[f"tool call {number}"] = f"{name}({''.join(pieces)})"
+        return texts

@@ -1,0 +1,472 @@
+"""`replay diff`: how two cassettes' streams differ, event by event, in text and in timing.
+
+Interactions are paired by position (#0 with #0, #1 with #1, …). For each pair:
+
+- the request: method and URL, and the body (compared as JSON when both bodies are JSON);
+- the status, and how the body ended (`eof`, `truncated`, or the transport error's class);
+- the events: difflib over `(event name, data)` pairs, giving runs of events changed,
+  removed or added. Data that is JSON is compared without the fields every recording
+  changes (`VOLATILE_FIELDS`: ids, timestamps, random padding, signatures), so that two
+  recordings of one answer compare equal; `ignore_fields=()` compares it byte for byte;
+- the texts: what the stream says, by dialect (text, reasoning or thinking, each tool call
+  as `name(arguments)`), joined from its deltas;
+- the timing: time to the first event, total duration, median and largest gap between
+  events, for A and for B.
+
+Timing is summarised, never counted as a difference: two recordings of one answer differ in
+timing every time, as they do in ids. `CassetteDiff.differs` is true when anything else
+differs; `replay diff` exits 1 then, 0 otherwise. Headers are not compared (dates and
+request ids always differ). The body of a response that is not a stream is compared as
+bytes (decoded, if compressed). The text form is made by `format_diff`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import json
+import statistics
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+import attrs
+
+from replay.check import is_stream
+from replay.dialects.texts import stream_texts
+from replay.model import Cassette, Interaction, Response, StreamEnd, TimedEvent
+
+__all__ = [
+    "HIDDEN",
+    "VOLATILE_FIELDS",
+    "CassetteDiff",
+    "EventChange",
+    "InteractionDiff",
+    "TextDiff",
+    "Timing",
+    "diff",
+    "diff_files",
+    "format_diff",
+]
+
+VOLATILE_FIELDS: frozenset[str] = frozenset(
+    {
+        "id",
+        "item_id",
+        "call_id",
+        "created",
+        "created_at",
+        "system_fingerprint",
+        "obfuscation",
+        "signature",
+    }
+)
+"""JSON keys `diff` does not compare by default: ids, timestamps, random padding and
+signatures, which differ between any two recordings of the same answer."""
+HIDDEN = "*"
+"""What an ignored field's value shows as."""
+
+#: Event data longer than this is cut (with "…") in `format_diff`.
+DATA_WIDTH = 72
+_CONTEXT = 16  # characters shown before the first difference of an event that changed
+
+# --- values -------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Timing:
+    """When a response's events came, in seconds since its request was sent.
+
+    Args:
+        first: the first event (for a response that is not a stream: its first byte), or
+            None when there was none.
+        total: the end of the body.
+        median_gap: the median time between consecutive events (None for fewer than two).
+        max_gap: the largest time between consecutive events (None for fewer than two).
+    """
+
+    first: float | None
+    total: float
+    median_gap: float | None = None
+    max_gap: float | None = None
+
+    @classmethod
+    def of(cls, response: Response, events: Sequence[TimedEvent] | None) -> Timing:
+        """The timing of `response`: of its `events`, or of its chunks when it has none."""
+        times = [e.at for e in events] if events is not None else [c.at for c in response.chunks]
+        gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+        return cls(
+            first=times[0] if times else None,
+            total=response.duration,
+            median_gap=statistics.median(gaps) if gaps else None,
+            max_gap=max(gaps) if gaps else None,
+        )
+
+
+@attrs.frozen
+class EventChange:
+    """A run of events that differ: A's events `[a_start, a_end)` became B's `[b_start, b_end)`.
+
+    `kind` is `removed` (B has none of them), `added` (A has none), or `changed`.
+    """
+
+    kind: Literal["changed", "removed", "added"]
+    a_start: int
+    a_end: int
+    b_start: int
+    b_end: int
+
+
+@attrs.frozen
+class TextDiff:
+    """One text of the streams that differs: its name (`text`, `reasoning`, `tool call 0`…)
+    and what A and B say (empty when one says nothing of that name)."""
+
+    name: str
+    a: str
+    b: str
+
+
+@attrs.frozen(kw_only=True)
+class InteractionDiff:
+    """How interaction `index` of A and of B differ.
+
+    Args:
+        index: the position of the interaction in both cassettes.
+        a, b: the interactions; None when that cassette has no interaction `index`.
+        notes: differences in words: request, status, how the body ended, body bytes.
+        events_a, events_b: the events of each stream as compared: the values of ignored
+            fields hidden (empty for a response that is not a stream).
+        changes: the runs of events that differ.
+        texts: the texts that differ.
+        timing_a, timing_b: the timing of each response (None when absent).
+    """
+
+    index: int
+    a: Interaction | None
+    b: Interaction | None
+    notes: tuple[str, ...] = ()
+    events_a: tuple[TimedEvent, ...] = ()
+    events_b: tuple[TimedEvent, ...] = ()
+    changes: tuple[EventChange, ...] = ()
+    texts: tuple[TextDiff, ...] = ()
+    timing_a: Timing | None = None
+    timing_b: Timing | None = None
+
+    @property
+    def differs(self) -> bool:
+        """True when anything but timing differs (or only one cassette has the interaction)."""
+        return self.a is None or self.b is None or bool(self.notes or self.changes or self.texts)
+
+    @property
+    def timing_differs(self) -> bool:
+        """True when both have the interaction and its timing differs in any figure."""
+        return None not in (self.timing_a, self.timing_b) and self.timing_a != self.timing_b
+
+
+@attrs.frozen
+class CassetteDiff:
+    """How two cassettes differ, interaction by interaction (every pair, equal ones too)."""
+
+    interactions: tuple[InteractionDiff, ...]
+
+    @property
+    def differs(self) -> bool:
+        """True when any interaction differs in more than its timing."""
+        return any(item.differs for item in self.interactions)
+
+    @property
+    def timing_differs(self) -> bool:
+        """True when the timing of any pair of interactions differs."""
+        return any(item.timing_differs for item in self.interactions)
+
+
+# --- comparing ----------------------------------------------------------------------------
+
+
+def diff_files(
+    a: str | Path, b: str | Path, *, ignore_fields: Collection[str] = VOLATILE_FIELDS
+) -> CassetteDiff:
+    """Compare the cassettes in files `a` and `b` (see `diff`).
+
+    Raises:
+        FileNotFoundError: a file does not exist.
+        CassetteFormatError: a file is not a cassette this version reads.
+    """
+    return diff(Cassette.load(a), Cassette.load(b), ignore_fields=ignore_fields)
+
+
+def diff(
+    a: Cassette, b: Cassette, *, ignore_fields: Collection[str] = VOLATILE_FIELDS
+) -> CassetteDiff:
+    """Compare cassettes `a` and `b`, interaction by interaction, in order.
+
+    Args:
+        a, b: the cassettes.
+        ignore_fields: JSON keys whose values are not compared, at any depth of an event's
+            data (they show as "…"); pass () to compare the data byte for byte.
+    """
+    ignore = frozenset(ignore_fields)
+    count = max(len(a.interactions), len(b.interactions))
+    return CassetteDiff(
+        tuple(
+            _diff_pair(index, _at(a.interactions, index), _at(b.interactions, index), ignore)
+            for index in range(count)
+        )
+    )
+
+
+def _at(interactions: Sequence[Interaction], index: int) -> Interaction | None:
+    return interactions[index] if index < len(interactions) else None
+
+
+def _diff_pair(
+    index: int, a: Interaction | None, b: Interaction | None, ignore: frozenset[str]
+) -> InteractionDiff:
+    if a is None or b is None:
+        return InteractionDiff(index=index, a=a, b=b)
+    events_a, events_b = _events(a.response), _events(b.response)
+    notes = [*_request_notes(a, b), *_response_notes(a.response, b.response)]
+    if events_a is None or events_b is None:
+        body_a, body_b = _body(a.response), _body(b.response)
+        if body_a != body_b:
+            notes.append(f"body differs: {len(body_a)} bytes in A, {len(body_b)} in B")
+    compared_a = [_without(ignore, event) for event in events_a or ()]
+    compared_b = [_without(ignore, event) for event in events_b or ()]
+    return InteractionDiff(
+        index=index,
+        a=a,
+        b=b,
+        notes=tuple(notes),
+        events_a=tuple(compared_a),
+        events_b=tuple(compared_b),
+        changes=_event_changes(compared_a, compared_b),
+        texts=_text_diffs(stream_texts(events_a or []), stream_texts(events_b or [])),
+        timing_a=Timing.of(a.response, events_a),
+        timing_b=Timing.of(b.response, events_b),
+    )
+
+
+def _without(ignore: frozenset[str], event: TimedEvent) -> TimedEvent:
+    """`event` with the values of `ignore`d keys of its JSON data hidden (data re-encoded)."""
+    if not ignore:
+        return event
+    try:
+        value = json.loads(event.data)
+    except ValueError:
+        return event
+    data = json.dumps(_hide(value, ignore), ensure_ascii=False, separators=(",", ":"))
+    return attrs.evolve(event, data=data)
+
+
+def _hide(value: object, ignore: frozenset[str]) -> object:
+    if isinstance(value, dict):
+        return {k: HIDDEN if k in ignore else _hide(v, ignore) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_hide(item, ignore) for item in value]
+    return value
+
+
+def _event_changes(a: Sequence[TimedEvent], b: Sequence[TimedEvent]) -> tuple[EventChange, ...]:
+    # No autojunk: in a long stream, frequent events (pings, deltas) must still be compared.
+    matcher = difflib.SequenceMatcher(None, _keys(a), _keys(b), autojunk=False)
+    return tuple(
+        EventChange(_KINDS[tag], a_start, a_end, b_start, b_end)
+        for tag, a_start, a_end, b_start, b_end in matcher.get_opcodes()
+        if tag != "equal"
+    )
+
+
+def _text_diffs(a: Mapping[str, str], b: Mapping[str, str]) -> tuple[TextDiff, ...]:
+    names = {**a, **b}  # A's order, then what only B says
+    return tuple(
+        TextDiff(name, a.get(name, ""), b.get(name, ""))
+        for name in names
+        if a.get(name, "") != b.get(name, "")
+    )
+
+
+_KINDS: dict[str, Literal["changed", "removed", "added"]] = {
+    "replace": "changed",
+    "delete": "removed",
+    "insert": "added",
+}
+
+
+def _events(response: Response) -> list[TimedEvent] | None:
+    """The events of a stream; None for a response that is not one, or does not decode."""
+    if not is_stream(response):
+        return None
+    try:
+        return response.events()
+    except ValueError:
+        return None
+
+
+def _keys(events: Sequence[TimedEvent]) -> list[tuple[str, str]]:
+    return [(event.event, event.data) for event in events]
+
+
+def _body(response: Response) -> bytes:
+    try:
+        return b"".join(data for _, data in response.decoded_chunks())
+    except ValueError:
+        return response.body
+
+
+def _request_notes(a: Interaction, b: Interaction) -> list[str]:
+    notes = []
+    line_a = f"{a.request.method} {a.request.url}"
+    line_b = f"{b.request.method} {b.request.url}"
+    if line_a != line_b:
+        notes.append(f"request: {line_a} in A, {line_b} in B")
+    if _as_json(a.request.body) != _as_json(b.request.body):
+        notes.append("request body differs")
+    return notes
+
+
+def _as_json(body: bytes) -> object:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body
+
+
+def _response_notes(a: Response, b: Response) -> list[str]:
+    notes = []
+    if a.status != b.status:
+        notes.append(f"status: {a.status} in A, {b.status} in B")
+    if _end_name(a.end) != _end_name(b.end):
+        notes.append(f"end: {_end_name(a.end)} in A, {_end_name(b.end)} in B")
+    return notes
+
+
+def _end_name(end: StreamEnd) -> str:
+    if end.error is not None:
+        return end.error
+    return "truncated" if end.truncated else "eof"
+
+
+# --- the text form ------------------------------------------------------------------------
+
+
+def format_diff(result: CassetteDiff, name_a: str = "A", name_b: str = "B") -> str:
+    """`result` as text: a header naming A and B, each interaction, a summary line.
+
+    Each interaction's first line is `#N METHOD URL: verdict`; then its notes, the event
+    runs that differ (`-` A's event, `+` B's, each with its index in its own stream), the
+    texts that differ (A's and B's in full), and a timing table (A, B, B - A). Ends with a
+    newline.
+    """
+    lines = [f"--- A: {name_a}", f"+++ B: {name_b}"]
+    for item in result.interactions:
+        lines += _interaction_lines(item)
+    lines.append(_summary(result))
+    return "\n".join(lines) + "\n"
+
+
+def _interaction_lines(item: InteractionDiff) -> list[str]:
+    if item.a is None or item.b is None:
+        side, present = ("A", item.a) if item.b is None else ("B", item.b)
+        request = present.request if present is not None else None
+        where = f"{request.method} {request.url}" if request is not None else ""
+        return [f"#{item.index} {where}: only in {side}"]
+    lines = [f"#{item.index} {item.a.request.method} {item.a.request.url}: {_verdict(item)}"]
+    lines += [f"  {note}" for note in item.notes]
+    for change in item.changes:
+        lines += _change_lines(item, change)
+    for text in item.texts:
+        lines += [f"  {text.name} differs:", f"    A: {text.a!r}", f"    B: {text.b!r}"]
+    if item.timing_a is not None and item.timing_b is not None:
+        lines += _timing_lines(item.timing_a, item.timing_b)
+    return lines
+
+
+def _verdict(item: InteractionDiff) -> str:
+    if item.differs:
+        parts = [("events", item.changes), ("texts", item.texts), ("response", item.notes)]
+        return "differs: " + ", ".join(word for word, present in parts if present)
+    same = "same events and texts" if item.events_a else "same response"
+    return same + (", different timing" if item.timing_differs else "")
+
+
+def _change_lines(item: InteractionDiff, change: EventChange) -> list[str]:
+    a_span = _span(change.a_start, change.a_end)
+    b_span = _span(change.b_start, change.b_end)
+    lines = [f"  @@ {change.kind}: A {a_span}, B {b_span} @@"]
+    events = (*item.events_a, *item.events_b)
+    width = min(32, max((len(event.event) for event in events), default=0))
+    removed = [
+        (index, _one_line(item.events_a[index].data))
+        for index in range(change.a_start, change.a_end)
+    ]
+    added = [
+        (index, _one_line(item.events_b[index].data))
+        for index in range(change.b_start, change.b_end)
+    ]
+    if change.kind == "changed" and len(removed) == len(added):
+        # Pair them, `-` then `+`, each cut around where the two differ.
+        for (i, old), (j, new) in zip(removed, added, strict=True):
+            start = _first_difference(old, new)
+            lines.append(_event_line("-", i, item.events_a[i].event, old, width, start))
+            lines.append(_event_line("+", j, item.events_b[j].event, new, width, start))
+        return lines
+    lines += [_event_line("-", i, item.events_a[i].event, data, width, 0) for i, data in removed]
+    lines += [_event_line("+", j, item.events_b[j].event, data, width, 0) for j, data in added]
+    return lines
+
+
+def _span(start: int, end: int) -> str:
+    if start == end:
+        return f"none (before event {start})"
+    return f"event {start}" if end - start == 1 else f"events {start}-{end - 1}"
+
+
+def _first_difference(a: str, b: str) -> int:
+    """Where to start showing two data that differ: a little before their first difference."""
+    same = next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+    return max(0, same - _CONTEXT)
+
+
+def _event_line(sign: str, index: int, name: str, data: str, width: int, start: int) -> str:
+    if start and len(data) > DATA_WIDTH:
+        data = "…" + data[min(start, len(data) - DATA_WIDTH + 1) :]
+    if len(data) > DATA_WIDTH:
+        data = data[: DATA_WIDTH - 1] + "…"
+    return f"  {sign}{index:>5} {name:<{width}}  {data}".rstrip()
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def _timing_lines(a: Timing, b: Timing) -> list[str]:
+    rows = [
+        ("first event", a.first, b.first),
+        ("total", a.total, b.total),
+        ("median gap", a.median_gap, b.median_gap),
+        ("max gap", a.max_gap, b.max_gap),
+    ]
+    lines = [f"  {'timing (ms)':<13}{'A':>9}{'B':>9}{'B - A':>9}"]
+    for name, x, y in rows:
+        # Rounded first, then + 0.0: a change of -0.01 ms shows as +0.0, not -0.0.
+        change = "-" if x is None or y is None else f"{round((y - x) * 1000, 1) + 0.0:+.1f}"
+        lines.append(f"  {name:<13}{_ms(x):>9}{_ms(y):>9}{change:>9}")
+    return lines
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.1f}"
+
+
+def _summary(result: CassetteDiff) -> str:
+    total = len(result.interactions)
+    differing = sum(item.differs for item in result.interactions)
+    timing = sum(item.timing_differs for item in result.interactions)
+    interactions = f"{total} interaction{'' if total == 1 else 's'}"
+    if differing:
+        verb = "differs" if differing == 1 else "differ"
+        return f"{differing} of {interactions} {verb}; timing differs in {timing}"
+    return f"{interactions}: no differences in events or texts; timing differs in {timing}"
