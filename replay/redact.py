@@ -92,9 +92,11 @@ class Redactor:
         return urlunsplit(parts._replace(query="&".join(cleaned)))
 
     def _request(self, request: Request) -> Request:
-        return attrs.evolve(
-            request, url=self.url(request.url), headers=self._pairs(request.headers)
-        )
+        url = self.url(request.url)
+        secret = DEFAULT_HEADERS | self.headers
+        if url is request.url and not any(k.lower() in secret for k, _ in request.headers):
+            return request  # nothing to hide: no copy (this runs once per replayed request)
+        return attrs.evolve(request, url=url, headers=self._pairs(request.headers))
 
     def request(self, request: Request) -> Request:
         """`request` as it would be stored: secrets replaced, then the hook applied.
