@@ -362,7 +362,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _proxy(args: argparse.Namespace) -> int:
-    from replay.serve import proxy
+    from replay.proxy import proxy
 
     proxy(args.target, args.out, port=args.port)
     return 0

@@ -1,0 +1,262 @@
+"""`replay proxy`: recording any client through a local reverse proxy.
+
+`ProxyApp` is an ASGI application, run by uvicorn (the optional extra `replay[serve]`) on
+127.0.0.1 only. It forwards each request to a target and streams the answer back as it arrives,
+recording it with `replay.record.Recording`, the timing core the recording transports use.
+As there, a pump task reads and stamps the upstream chunks and the client is fed from a
+queue, so a slow client does not stretch the recorded gaps. The cassette is saved,
+atomically, after each interaction (in a worker thread) and once more at exit.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.to_thread
+import attrs
+import httpx
+from anyio.streams.memory import MemoryObjectSendStream
+
+from replay._asgi import (
+    InFlight,
+    Log,
+    Receive,
+    Scope,
+    Send,
+    cancel_on_disconnect,
+    count,
+    decoded,
+    lifespan,
+    listen,
+    passed_on,
+    path_and_query,
+    read_body,
+    require_uvicorn,
+    run,
+    send_json,
+    stderr,
+)
+from replay.clock import Clock, MonotonicClock
+from replay.errors import ConfigurationError
+from replay.model import Interaction, Request
+from replay.record import Recording
+from replay.redact import Redactor
+from replay.store import load_interactions, save_interactions
+
+__all__ = ["ProxyApp", "proxy"]
+
+
+def _base_url(target: str) -> str:
+    parts = urlsplit(target)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
+        raise ConfigurationError(
+            f"the proxy target must be an http(s) base URL such as https://api.openai.com, "
+            f"not {target!r}"
+        )
+    return target.rstrip("/")
+
+
+def _summary(interaction: Interaction) -> str:
+    request, response = interaction.request, interaction.response
+    text = (
+        f"{request.method} {request.url}: {response.status}, "
+        f"{count(response.chunks, 'chunk')}, {response.duration:.2f} s"
+    )
+    if response.end.error is not None:
+        text += f", ended by {response.end.error}"
+    elif response.end.truncated:
+        text += ", cut short"
+    return text
+
+
+class _Keeper:
+    """The proxy's recording: redacted interactions in order, saved atomically on demand."""
+
+    def __init__(self, path: Path, redactor: Redactor, log: Log) -> None:
+        self.path = path
+        self.redactor = redactor
+        self.log = log
+        self.interactions: list[Interaction] = []
+        self._lock = threading.Lock()
+        self._saved: int | None = None  # how many interactions the file holds, once written
+
+    def sink(self, interaction: Interaction) -> None:
+        """Take a finished interaction (a `Recording` sink)."""
+        cleaned = self.redactor.interaction(interaction)
+        self.interactions.append(cleaned)
+        self.log(f"recorded {_summary(cleaned)}")
+
+    def save(self) -> None:
+        """Write the cassette if anything is new; thread-safe. An existing cassette is
+        replaced only once something was recorded."""
+        with self._lock:
+            snapshot = list(self.interactions)
+            if self._saved == len(snapshot) or (not snapshot and self.path.exists()):
+                return
+            save_interactions(self.path, snapshot)
+            self._saved = len(snapshot)
+
+
+@attrs.frozen
+class _End:
+    error: Exception | None
+
+
+async def _pump(
+    upstream: httpx.Response,
+    recording: Recording,
+    sender: MemoryObjectSendStream[bytes | _End],
+) -> None:
+    """Read the upstream body as it arrives, stamping each chunk; then tell how it ended."""
+    async with sender:
+        error: Exception | None = None
+        try:
+            async for data in upstream.aiter_raw():
+                recording.got_chunk(data)
+                sender.send_nowait(data)
+        except httpx.TransportError as caught:  # the stream's end, recorded and passed on
+            error = caught
+        recording.finish(error=error)
+        sender.send_nowait(_End(error))
+
+
+class ProxyApp:
+    """An ASGI reverse proxy to `target` that records every interaction into `out`.
+
+    Responses stream through as they arrive. The recorded requests carry the target's URL,
+    so the cassette replays for clients of the real service; secrets are redacted.
+
+    Args:
+        target: the upstream base URL; the request's path and query are appended to it.
+        out: the cassette file, replaced by this recording (saved after each interaction).
+        redactor: what to scrub before anything is stored (default: credentials).
+        clock: stamps the recorded timeline (default: the real monotonic clock).
+        log: receives one line per recorded interaction or failed request.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        out: Path,
+        *,
+        redactor: Redactor | None = None,
+        clock: Clock | None = None,
+        log: Log = stderr,
+    ) -> None:
+        self.target = _base_url(target)
+        self.clock = clock or MonotonicClock()
+        self.log = log
+        self.keeper = _Keeper(Path(out), redactor or Redactor(), log)
+        self.pending: set[Recording] = set()
+        self.in_flight = InFlight()
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The upstream client (made at startup, or at first use)."""
+        if self._client is None:
+            # No read timeout: a stream may pause for long, and the client has its own.
+            timeout = httpx.Timeout(30.0, read=None)
+            self._client = httpx.AsyncClient(timeout=timeout, follow_redirects=False)
+        return self._client
+
+    def close(self) -> None:
+        """End the recordings still streaming (as cut short) and save the cassette."""
+        for recording in list(self.pending):
+            recording.finish(truncated=True)
+        self.keeper.save()
+
+    async def aclose(self) -> None:
+        """`close`, and close the upstream client."""
+        if self._client is not None:
+            await self._client.aclose()
+        self.close()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Forward one ASGI connection scope."""
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send, lambda: self.client, self.aclose)
+            return
+        if scope["type"] != "http":
+            return
+        start = self.clock.now()
+        body = await read_body(receive)
+        if body is None:
+            return
+        # httpx sets Host and Content-Length for the target; the body is read: no Expect.
+        headers = passed_on(decoded(scope["headers"]), ("host", "content-length", "expect"))
+        url = self.target + path_and_query(scope)
+        outgoing = httpx.Request(scope["method"], url, headers=headers, content=body)
+        try:
+            upstream = await self.client.send(outgoing, stream=True)
+        except httpx.HTTPError as error:
+            message = f"{outgoing.method} {outgoing.url}: {type(error).__name__}: {error}"
+            self.log(f"not forwarded: {message}")
+            await send_json(send, 502, {"error": {"type": "replay_proxy", "message": message}})
+            return
+        recording = Recording(
+            Request.from_httpx(outgoing), self.clock, start, self.keeper.sink, self.pending
+        )
+        recording.got_headers(upstream)
+        try:
+            await self._stream(upstream, recording, receive, send)
+        finally:
+            recording.finish(truncated=True)  # the client left, or the server is stopping
+            with anyio.CancelScope(shield=True):
+                await upstream.aclose()
+        try:
+            await anyio.to_thread.run_sync(self.keeper.save)
+        except OSError as error:  # the recording stays in memory: the next save may work
+            self.log(f"cannot save {self.keeper.path}: {error}")
+
+    async def _stream(
+        self, upstream: httpx.Response, recording: Recording, receive: Receive, send: Send
+    ) -> None:
+        headers = passed_on(decoded(upstream.headers.raw))
+        await send(
+            {"type": "http.response.start", "status": upstream.status_code, "headers": headers}
+        )
+        sender, receiver = anyio.create_memory_object_stream[bytes | _End](math.inf)
+        async with anyio.create_task_group() as group, receiver:
+            with self.in_flight.tracking(group.cancel_scope):
+                group.start_soon(cancel_on_disconnect, receive, group.cancel_scope)
+                group.start_soon(_pump, upstream, recording, sender)
+                async for item in receiver:
+                    if isinstance(item, bytes):
+                        body = {"type": "http.response.body", "body": item, "more_body": True}
+                        await send(body)
+                    elif item.error is None:
+                        await send({"type": "http.response.body", "more_body": False})
+                    # else the upstream broke: leave the body unfinished; the client's drops too.
+                group.cancel_scope.cancel()
+
+
+def proxy(target: str, out: Path, *, port: int = 8080, log: Log = stderr) -> None:
+    """Run a recording reverse proxy to `target` on 127.0.0.1 until SIGINT or SIGTERM.
+
+    Args:
+        target: the upstream base URL, e.g. https://api.openai.com.
+        out: the cassette to write; an existing one is replaced once something is recorded.
+        port: the port to listen on; 0 picks a free one (the start line tells which).
+        log: receives the start line and one line per interaction (default: stderr).
+
+    Raises:
+        ConfigurationError: a bad target or port, or uvicorn is not installed.
+        CassetteFormatError: `out` exists and is not a cassette (it is left alone).
+        OSError: the port is taken.
+    """
+    require_uvicorn()
+    out = Path(out)
+    if out.exists():
+        load_interactions(out)  # never overwrite a file that is not a cassette
+    app = ProxyApp(target, out, log=log)
+    with listen(port) as sock:
+        address = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        try:
+            run(app, sock, log, f"proxying {address} -> {app.target}, recording to {out}")
+        finally:
+            app.close()
