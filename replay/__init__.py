@@ -13,10 +13,22 @@ from replay.errors import (
     CassetteFormatError,
     CassetteMismatchError,
     ConfigurationError,
+    NetworkBlockedError,
     ReplayError,
+    UnplayedInteractionsWarning,
 )
 from replay.matching import DEFAULT_MATCH_ON
-from replay.model import Cassette, Chunk, Interaction, Request, Response, StreamEnd, TimedEvent
+from replay.model import (
+    Cassette,
+    Chunk,
+    Chunks,
+    Interaction,
+    Request,
+    Response,
+    StreamEnd,
+    TimedEvent,
+)
+from replay.network import block_network
 from replay.playback import AsyncReplayTransport, ReplayTransport
 from replay.record import AsyncRecordingTransport, RecordingTransport
 from replay.redact import Redactor
@@ -36,9 +48,11 @@ __all__ = [
     "CassetteMismatchError",
     "CassetteSession",
     "Chunk",
+    "Chunks",
     "ConfigurationError",
     "Interaction",
     "MonotonicClock",
+    "NetworkBlockedError",
     "RecordingTransport",
     "Redactor",
     "ReplayError",
@@ -47,9 +61,11 @@ __all__ = [
     "Response",
     "StreamEnd",
     "TimedEvent",
+    "UnplayedInteractionsWarning",
     "VirtualClock",
     "VirtualTime",
     "__version__",
+    "block_network",
     "faults",
     "parse_speed",
     "timing",

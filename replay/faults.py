@@ -233,15 +233,13 @@ def parse(spec: str) -> Fault:
     try:
         args = [ast.literal_eval(arg) for arg in node.args]
         kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}
-    except ValueError:
+    except (ValueError, TypeError):  # not a literal, or an unhashable dict key
         raise _bad(spec, "values must be literals (numbers, strings, dicts…)") from None
     if len(kwargs) != len(node.keywords) or "where" in kwargs:
         raise _bad(spec, "**arguments and where= cannot be written in a spec")
     try:
         return factory(*args, **kwargs)
-    except TypeError as error:
-        raise _bad(spec, str(error)) from None
-    except ConfigurationError as error:
+    except (TypeError, ValueError) as error:  # ConfigurationError is a ValueError too
         raise _bad(spec, str(error)) from None
 
 

@@ -10,6 +10,7 @@ Patches go on when the first router is installed and come off when the last one 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import threading
@@ -40,6 +41,7 @@ class Router(Protocol):
 
 _lock = threading.Lock()
 _routers: list[Router] = []
+_guards: list[Router] = []
 _originals: list[tuple[type, str, Any]] = []
 
 
@@ -47,22 +49,38 @@ def _current() -> Router | None:
     return _routers[-1] if _routers else None
 
 
+def _guarded(send: Send) -> Send:
+    # Guards stand between every router and the network: a request a session records still
+    # has to pass them (the network guard blocks recording as much as unrecorded requests).
+    for guard in _guards:
+        send = functools.partial(guard.handle, send=send)
+    return send
+
+
+def _guarded_async(send: AsyncSend) -> AsyncSend:
+    for guard in _guards:
+        send = functools.partial(guard.ahandle, send=send)
+    return send
+
+
 def _sync_patch(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     def handle_request(self: Any, request: Any) -> Any:
+        send = _guarded(lambda request: original(self, request))
         router = _current()
         if router is None:
-            return original(self, request)
-        return router.handle(request, lambda request: original(self, request))
+            return send(request)
+        return router.handle(request, send)
 
     return handle_request
 
 
 def _async_patch(original: Callable[[Any, Any], Awaitable[Any]]) -> Callable[[Any, Any], Any]:
     async def handle_async_request(self: Any, request: Any) -> Any:
+        send = _guarded_async(lambda request: original(self, request))
         router = _current()
         if router is None:
-            return await original(self, request)
-        return await router.ahandle(request, lambda request: original(self, request))
+            return await send(request)
+        return await router.ahandle(request, send)
 
     return handle_async_request
 
@@ -96,18 +114,18 @@ def _patch_transports() -> None:
 def install(router: Router) -> None:
     """Make `router` the innermost active router, patching the transports if needed."""
     with _lock:
-        if not _routers:
+        if not _routers and not _guards:
             _patch_transports()
         _routers.append(router)
 
 
 def install_bottom(router: Router) -> None:
-    """Make `router` the outermost one: it answers only while no other router is installed
-    (the network guard, under every cassette session)."""
+    """Install `router` as a guard: every request on its way to the network passes it, also
+    one that a cassette session records (the network guard)."""
     with _lock:
-        if not _routers:
+        if not _routers and not _guards:
             _patch_transports()
-        _routers.insert(0, router)
+        _guards.append(router)
 
 
 def uninstall(router: Router) -> None:
@@ -115,7 +133,9 @@ def uninstall(router: Router) -> None:
     with _lock:
         if router in _routers:
             _routers.remove(router)
-        if not _routers:
+        if router in _guards:
+            _guards.remove(router)
+        if not _routers and not _guards:
             for cls, method, original in reversed(_originals):
                 setattr(cls, method, original)
             _originals.clear()

@@ -87,6 +87,8 @@ class _Keeper:
     def sink(self, interaction: Interaction) -> None:
         """Take a finished interaction (a `Recording` sink)."""
         cleaned = self.redactor.interaction(interaction)
+        if cleaned is None:  # the before_record hook dropped it
+            return
         self.interactions.append(cleaned)
         self.log(f"recorded {_summary(cleaned)}")
 
@@ -194,7 +196,8 @@ class ProxyApp:
         try:
             upstream = await self.client.send(outgoing, stream=True)
         except httpx.HTTPError as error:
-            message = f"{outgoing.method} {outgoing.url}: {type(error).__name__}: {error}"
+            shown = Redactor().url(str(outgoing.url))  # a query may carry an API key
+            message = f"{outgoing.method} {shown}: {type(error).__name__}: {error}"
             self.log(f"not forwarded: {message}")
             await send_json(send, 502, {"error": {"type": "replay_proxy", "message": message}})
             return

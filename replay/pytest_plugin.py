@@ -9,6 +9,8 @@ the defaults (record mode `once`, speed `instant`).
 
 from __future__ import annotations
 
+import contextlib
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +23,7 @@ from replay.model import Cassette
 from replay.naming import default_cassette_path, resolve_cassette_path
 from replay.network import LOOPBACK, block_network
 from replay.report import SessionLog, SessionRecord
-from replay.session import CassetteSession, use_cassette
+from replay.session import CassetteSession, forced_record_mode, use_cassette
 
 _RECORD_MODES = ("none", "once", "new_episodes", "all", "rewrite")
 
@@ -72,7 +74,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+_STARTED = pytest.StashKey[float]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_STARTED] = time.time()
     config.addinivalue_line(
         "markers",
         "use_cassette(path=None, **options): record/replay this test's httpx and httpx2 "
@@ -88,10 +94,12 @@ def _option(config: pytest.Config, name: str, ini: str) -> Any:
 
 @pytest.fixture(scope="session", autouse=True)
 def _replay_block_network(pytestconfig: pytest.Config) -> Iterator[None]:
-    if not _option(pytestconfig, "block_network", "replay_block_network"):
-        yield
-        return
-    with block_network(pytestconfig.getini("replay_allowed_hosts")):
+    with contextlib.ExitStack() as stack:
+        mode = pytestconfig.getoption("record_mode")
+        if mode:  # the command line binds every session: decorators and library calls too
+            stack.enter_context(forced_record_mode("all" if mode == "rewrite" else mode))
+        if _option(pytestconfig, "block_network", "replay_block_network"):
+            stack.enter_context(block_network(pytestconfig.getini("replay_allowed_hosts")))
         yield
 
 
@@ -103,8 +111,9 @@ def _session_for(request: pytest.FixtureRequest, marker: pytest.Mark | None) -> 
         raise ConfigurationError("use_cassette takes at most one positional argument, the path")
     directory = config.getoption("cassette_dir") or config.getini("replay_cassette_dir") or None
     test_path = Path(str(request.node.path))
-    if args or "path" in options:
-        path = resolve_cassette_path(options.pop("path", None) or args[0], test_path, directory)
+    named = options.pop("path", None) or (args[0] if args else None)
+    if named is not None:
+        path = resolve_cassette_path(named, test_path, directory)
     else:
         path = default_cassette_path(test_path, request.node.nodeid, directory, config.rootpath)
     mode = config.getoption("record_mode") or options.pop("record_mode", None)
@@ -114,7 +123,11 @@ def _session_for(request: pytest.FixtureRequest, marker: pytest.Mark | None) -> 
     options.pop("speed", None)
     speed = speed or config.getini("replay_speed")
     if mode == "rewrite":
-        path.unlink(missing_ok=True)
+        # Delete what earlier runs wrote, not what this run (or another xdist worker of it,
+        # started at the same time) has just recorded into a cassette that tests share.
+        started: float = config.stash[_STARTED]
+        if path.exists() and path.stat().st_mtime < started:
+            path.unlink()
         mode = "all"
     return use_cassette(path, record_mode=mode, speed=speed, **options)
 

@@ -129,6 +129,8 @@ def _cassette_sink(cassette: Cassette, redactor: Redactor) -> Sink:
 
     def sink(interaction: Interaction) -> None:
         cleaned = redactor.interaction(interaction)
+        if cleaned is None:  # the before_record hook dropped it
+            return
         with lock:
             cassette.append(cleaned)
 

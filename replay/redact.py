@@ -64,7 +64,7 @@ class Redactor:
 
     headers: frozenset[str] = attrs.field(default=frozenset(), converter=_lower_set)
     query_parameters: frozenset[str] = attrs.field(default=frozenset(), converter=_lower_set)
-    hook: Callable[[Interaction], Interaction] | None = None
+    hook: Callable[[Interaction], Interaction | None] | None = None
 
     def _pairs(self, pairs: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
         secret = DEFAULT_HEADERS | self.headers
@@ -77,6 +77,11 @@ class Redactor:
         encoding, so the stored URL is the one that was sent, minus the secrets.
         """
         parts = urlsplit(url)
+        if parts.password is not None:  # user:password@host: the password is a credential
+            host = parts.netloc.rpartition("@")[2]
+            user = parts.netloc.rpartition("@")[0].partition(":")[0]
+            parts = parts._replace(netloc=f"{user}:{PLACEHOLDER}@{host}")
+            url = urlunsplit(parts)
         if not parts.query:
             return url
         secret = DEFAULT_QUERY_PARAMETERS | self.query_parameters
@@ -106,11 +111,13 @@ class Redactor:
         cleaned = self._request(request)
         if self.hook is None:
             return cleaned
-        return self.hook(Interaction(cleaned, _NO_RESPONSE)).request
+        hooked = self.hook(Interaction(cleaned, _NO_RESPONSE))
+        return cleaned if hooked is None else hooked.request
 
-    def interaction(self, interaction: Interaction) -> Interaction:
+    def interaction(self, interaction: Interaction) -> Interaction | None:
         """A copy of `interaction` with secrets replaced in its request and response headers,
-        then passed through the hook."""
+        then passed through the hook; None when the hook returns None (vcrpy's "do not
+        record this one")."""
         response = attrs.evolve(
             interaction.response, headers=self._pairs(interaction.response.headers)
         )

@@ -19,10 +19,11 @@ virtual time (see `replay.vtime`): the session patches the `time` clocks while i
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar, cast
@@ -39,7 +40,14 @@ from replay.redact import Redactor
 from replay.store import file_lock, load_interactions, save_interactions
 from replay.vtime import RealClock, VirtualTime
 
-__all__ = ["RECORD_MODES", "VIRTUAL", "CassetteSession", "RecordMode", "use_cassette"]
+__all__ = [
+    "RECORD_MODES",
+    "VIRTUAL",
+    "CassetteSession",
+    "RecordMode",
+    "forced_record_mode",
+    "use_cassette",
+]
 
 #: The speed that replays as recorded on virtual time.
 VIRTUAL = "virtual"
@@ -48,6 +56,29 @@ RecordMode = Literal["none", "once", "new_episodes", "all"]
 RECORD_MODES: tuple[str, ...] = ("none", "once", "new_episodes", "all")
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# A record mode imposed on every session of the process (pytest's --record-mode), so that
+# `--record-mode=none` holds for the decorator form and direct library calls too.
+_forced_mode: list[str] = []
+
+
+@contextlib.contextmanager
+def forced_record_mode(record_mode: str) -> Iterator[None]:
+    """Within the block, every cassette session uses `record_mode`, whatever it was given.
+
+    Raises:
+        ConfigurationError: an unknown record mode.
+    """
+    if record_mode not in RECORD_MODES:
+        raise ConfigurationError(
+            f"unknown record mode {record_mode!r}: use one of {', '.join(RECORD_MODES)}"
+        )
+    _forced_mode.append(record_mode)
+    try:
+        yield
+    finally:
+        _forced_mode.pop()
+
 
 _WHY_NOT_RECORDED = {
     "none": "Record mode 'none' only replays: it never records.",
@@ -79,6 +110,8 @@ class CassetteSession:
             )
         MatchIndex([], match_on=match_on)  # validates matcher names now, not at first request
         self.path = Path(path)
+        self._requested_mode = record_mode
+        #: The record mode in force: the one asked for, unless `forced_record_mode` says else.
         self.record_mode = record_mode
         #: True when replay runs on virtual time (speed "virtual").
         self.virtual_time = isinstance(speed, str) and speed.strip().lower() == VIRTUAL
@@ -120,6 +153,7 @@ class CassetteSession:
         existed = self.path.exists()
         interactions = load_interactions(self.path) if existed else []
         self._loaded = len(interactions)
+        self.record_mode = _forced_mode[-1] if _forced_mode else self._requested_mode
         mode = self.record_mode
         self._may_replay = mode in ("none", "new_episodes") or (mode == "once" and existed)
         self._may_record = mode in ("new_episodes", "all") or (mode == "once" and not existed)
@@ -193,7 +227,7 @@ class CassetteSession:
     def _fresh(self) -> CassetteSession:
         return CassetteSession(
             self.path,
-            record_mode=self.record_mode,
+            record_mode=self._requested_mode,
             speed=VIRTUAL if self.virtual_time else self.speed,
             match_on=self.match_on,
             allow_playback_repeats=self.allow_playback_repeats,
@@ -259,6 +293,8 @@ class CassetteSession:
 
     def _sink(self, interaction: Interaction) -> None:
         cleaned = self.redactor.interaction(interaction)
+        if cleaned is None:  # the before_record hook dropped it
+            return
         with self._lock:
             if self.cassette is not None:
                 self.cassette.append(cleaned)
@@ -295,7 +331,7 @@ def use_cassette(
     allow_playback_repeats: bool = False,
     redact_headers: Sequence[str] = (),
     redact_query_parameters: Sequence[str] = (),
-    before_record: Callable[[Interaction], Interaction] | None = None,
+    before_record: Callable[[Interaction], Interaction | None] | None = None,
     clock: Clock | None = None,
     faults: Iterable[FaultLike] = (),
 ) -> CassetteSession:
@@ -316,7 +352,8 @@ def use_cassette(
         allow_playback_repeats: let one recorded interaction answer several requests.
         redact_headers: header names to redact, besides Authorization, api keys and cookies.
         redact_query_parameters: query parameters to redact, besides key, api_key, token…
-        before_record: a callable that may rewrite each interaction before it is stored.
+        before_record: a callable that may rewrite each interaction before it is stored;
+            returning None drops it.
         clock: the clock replay waits on (a `VirtualClock` in tests of timing logic).
         faults: `replay.faults` values (or specs such as "cut(after_events=5)") applied to
             every replayed interaction they target, e.g. `[faults.status(429, times=1)]`.

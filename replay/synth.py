@@ -122,6 +122,8 @@ def append(path: str | Path, interaction: Interaction) -> int:
     path = Path(path)
     with file_lock(path):
         interactions = load_interactions(path) if path.exists() else []
-        interactions.append(Redactor().interaction(interaction))
+        cleaned = Redactor().interaction(interaction)  # no hook: never None
+        assert cleaned is not None
+        interactions.append(cleaned)
         Cassette(interactions).save(path)
     return len(interactions) - 1

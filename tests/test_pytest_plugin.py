@@ -387,3 +387,45 @@ def test_openai_suite_goes_offline_with_one_flag(pytester: pytest.Pytester) -> N
     path = pytester.path / "cassettes" / "test_llm" / "test_responses.msgpack"
     assert b"sk-live-secret" not in path.read_bytes()
     run(pytester, "--record-mode=none", "--block-network").assert_outcomes(passed=1)
+
+
+def test_command_line_record_mode_binds_the_decorator_form_too(
+    pytester: pytest.Pytester, fast_origin: Origin
+) -> None:
+    body = """
+    @replay.use_cassette("cassettes/decorated.msgpack")
+    def test_decorated():
+        httpx.get(ORIGIN + "/v1/responses")
+    """
+    write_test(pytester, fast_origin.url, body)
+    result = run(pytester, "--record-mode=none")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*has no match in cassette*decorated.msgpack*record mode 'none'*"])
+    assert not (pytester.path / "cassettes" / "decorated.msgpack").exists()
+    assert fast_origin.requests == []
+
+
+def test_rewrite_keeps_what_this_run_recorded_into_a_shared_cassette(
+    pytester: pytest.Pytester, fast_origin: Origin
+) -> None:
+    body = """
+    @pytest.mark.use_cassette("shared")
+    def test_one():
+        httpx.post(ORIGIN + "/echo", content=b"one")
+
+    @pytest.mark.use_cassette("shared")
+    def test_two():
+        httpx.post(ORIGIN + "/echo", content=b"two")
+    """
+    write_test(pytester, fast_origin.url, body)
+    path = pytester.path / "cassettes" / "test_llm" / "shared.msgpack"
+    replay.Cassette(
+        [
+            replay.Interaction(
+                replay.Request(method="GET", url="http://old/"), replay.Response(status=200)
+            )
+        ]
+    ).save(path)
+    run(pytester, "--record-mode=rewrite").assert_outcomes(passed=2)
+    bodies = sorted(i.request.body for i in replay.Cassette.load(path).interactions)
+    assert bodies == [b"one", b"two"]

@@ -316,3 +316,33 @@ def test_unplayed_interactions_warning_does_not_echo_secret_query_values() -> No
 
     assert "unplayed-secret" not in message
     assert message.startswith("1 unplayed interaction in cassette 'c.msgpack'")
+
+
+def test_a_password_in_the_url_never_reaches_the_cassette(origin: Origin, tmp_path: Path) -> None:
+    path = tmp_path / "c.msgpack"
+    url = origin.url.replace("http://", "http://alice:s3cr3t@") + "/v1/responses"
+    with replay.use_cassette(path):
+        httpx.get(url)
+    assert b"s3cr3t" not in path.read_bytes()
+    stored = replay.Cassette.load(path).interactions[0].request.url
+    assert stored.startswith("http://alice:REDACTED@127.0.0.1")
+    # The live request is redacted the same way before matching: it still replays.
+    with replay.use_cassette(path, record_mode="none") as cassette:
+        httpx.get(url)
+    assert cassette.play_count == 1
+
+
+def test_a_before_record_hook_returning_none_drops_the_interaction(
+    origin: Origin, tmp_path: Path
+) -> None:
+    path = tmp_path / "c.msgpack"
+
+    def keep_only_responses(interaction: replay.Interaction) -> replay.Interaction | None:
+        return interaction if interaction.request.url.endswith("/responses") else None
+
+    with replay.use_cassette(path, before_record=keep_only_responses):
+        httpx.get(origin.url + "/v1/responses")
+        httpx.get(origin.url + "/v1/messages")
+    assert [i.request.url for i in replay.Cassette.load(path).interactions] == [
+        origin.url + "/v1/responses"
+    ]
