@@ -18,9 +18,8 @@ from typing import Any
 
 import anyio
 import attrs
-import httpx
-import httpx2
 import pytest
+from flavours import ABANDONED_HTTPX_GENERATORS, FLAVOURS, HTTPX_FLAVOURS, LIBRARIES
 
 import replay
 from replay import Cassette, Chunk, Interaction, Request, Response, StreamEnd, VirtualClock
@@ -28,19 +27,6 @@ from replay import Cassette, Chunk, Interaction, Request, Response, StreamEnd, V
 URL = "https://api.example.test/v1/responses"
 BODY = b'{"model": "m", "input": "hi", "stream": true}'
 JSON = {"content-type": "application/json"}
-LIBRARIES: dict[str, ModuleType] = {"httpx": httpx, "httpx2": httpx2}
-RUNNERS = ("sync", "asyncio", "trio")
-FLAVOURS = [
-    pytest.param((library, runner), id=f"{library}-{runner}")
-    for library in LIBRARIES
-    for runner in RUNNERS
-]
-HTTPX_FLAVOURS = [pytest.param(("httpx", runner), id=f"httpx-{runner}") for runner in RUNNERS]
-
-#: Breaking out of `aiter_raw` abandons httpx's own async generators, which trio reports.
-ABANDONED_HTTPX_GENERATORS = pytest.mark.filterwarnings(
-    "ignore:Async generator 'httpx:ResourceWarning"
-)
 
 # An SSE stream whose chunks cut an event line in two and "é" (b"\xc3\xa9") between its bytes.
 SSE_CHUNKS = (

@@ -22,27 +22,13 @@ from typing import Any, Literal
 import anyio
 import attrs
 import httpx
-import httpx2
 import pytest
+from flavours import ABANDONED_HTTPX_GENERATORS, FLAVOURS, HTTPX_FLAVOURS, LIBRARIES
 
 import replay
 from replay import Cassette, Interaction
 from replay._origin import Origin, Script
 from replay.record import Recording, record_sync
-
-LIBRARIES: dict[str, ModuleType] = {"httpx": httpx, "httpx2": httpx2}
-RUNNERS = ("sync", "asyncio", "trio")
-FLAVOURS = [
-    pytest.param((library, runner), id=f"{library}-{runner}")
-    for library in LIBRARIES
-    for runner in RUNNERS
-]
-HTTPX_FLAVOURS = [pytest.param(("httpx", runner), id=f"httpx-{runner}") for runner in RUNNERS]
-
-#: Breaking out of `aiter_raw` abandons httpx's own async generators, which trio reports.
-ABANDONED_HTTPX_GENERATORS = pytest.mark.filterwarnings(
-    "ignore:Async generator 'httpx:ResourceWarning"
-)
 
 # SSE chunks cutting an event line in two and "é" (b"\xc3\xa9") between its two bytes.
 CUT_CHUNKS = (
