@@ -128,6 +128,14 @@ class Schedule:
     start: float
     speed: float = attrs.field(validator=attrs.validators.gt(0.0))
 
+    @classmethod
+    def starting_now(cls, speed: float, clock: Clock) -> Schedule | None:
+        """The schedule of a response whose request is sent now, or None at instant speed
+        (no schedule: no waiting and no clock reads)."""
+        if math.isinf(speed):
+            return None
+        return cls(start=clock.now(), speed=speed)
+
     def deadline(self, at: float) -> float:
         """The clock reading at which recorded time `at` is due."""
         return self.start + at / self.speed

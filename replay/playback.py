@@ -15,7 +15,6 @@ by the library's `ReadTimeout`, due when the client's read would give up.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator
 from types import ModuleType
@@ -45,8 +44,11 @@ __all__ = [
 STALL_TIMEOUT_MESSAGE = "The read operation timed out (a replay stall outlasted the read timeout)"
 
 
-def mismatch_error(cassette: Cassette, request: Request, record_mode: str) -> CassetteMismatchError:
-    """The error for a request `cassette` cannot answer, with the nearest recorded request."""
+def mismatch_error(
+    cassette: Cassette, request: Request, record_mode: str, reason: str = ""
+) -> CassetteMismatchError:
+    """The error for a request `cassette` cannot answer, with the nearest recorded request
+    (and `reason`: why the record mode did not record it)."""
     nearest, differences = cassette.explain(request)
     return CassetteMismatchError(
         method=request.method,
@@ -55,6 +57,7 @@ def mismatch_error(cassette: Cassette, request: Request, record_mode: str) -> Ca
         record_mode=record_mode,
         nearest=nearest,
         differences=differences,
+        reason=reason,
     )
 
 
@@ -237,9 +240,7 @@ class _Player:
 
     def schedule(self) -> Schedule | None:
         """A schedule starting now, or None at instant speed."""
-        if math.isinf(self.speed):
-            return None
-        return Schedule(start=self.clock.now(), speed=self.speed)
+        return Schedule.starting_now(self.speed, self.clock)
 
     def lookup(self, request: Any) -> Response | Outcome:
         """What answers `request` (a read httpx / httpx2 request): a response, or, with

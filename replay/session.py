@@ -34,7 +34,7 @@ from replay.errors import CassetteMismatchError, ConfigurationError
 from replay.faults import Fault, FaultLike, Injector, Outcome, coerce
 from replay.matching import DEFAULT_MATCH_ON, MatchIndex, MatchOn
 from replay.model import Cassette, Interaction, Request, Response
-from replay.playback import play_async, play_sync, played_for
+from replay.playback import mismatch_error, play_async, play_sync, played_for
 from replay.record import Recording, record_async, record_sync
 from replay.redact import Redactor
 from replay.store import file_lock, load_interactions, save_interactions
@@ -263,7 +263,8 @@ class CassetteSession:
         if index is not None:
             return self._played(cassette, index, wanted)
         if not self._may_record:
-            error = self._mismatch(cassette, wanted)
+            reason = _WHY_NOT_RECORDED.get(self.record_mode, "")
+            error = mismatch_error(cassette, wanted, self.record_mode, reason)
             self.mismatches.append(error)
             raise error
         return None
@@ -273,23 +274,6 @@ class CassetteSession:
         if isinstance(played, Outcome) and played.answered_by is not None:
             self._answered.add(index)  # asked for and answered: counts as played at exit
         return played
-
-    def _mismatch(self, cassette: Cassette, wanted: Request) -> CassetteMismatchError:
-        nearest, differences = cassette.explain(wanted)
-        return CassetteMismatchError(
-            method=wanted.method,
-            url=wanted.url,
-            cassette_path=self.path,
-            record_mode=self.record_mode,
-            nearest=nearest,
-            differences=differences,
-            reason=_WHY_NOT_RECORDED.get(self.record_mode, ""),
-        )
-
-    def _schedule(self) -> Schedule | None:
-        if self.speed == float("inf"):
-            return None
-        return Schedule(start=self.clock.now(), speed=self.speed)
 
     def _sink(self, interaction: Interaction) -> None:
         cleaned = self.redactor.interaction(interaction)
@@ -301,7 +285,7 @@ class CassetteSession:
 
     def handle(self, request: Any, send: patch.Send) -> Any:
         """Replay, record or refuse a sync request (see the record modes)."""
-        schedule = self._schedule()
+        schedule = Schedule.starting_now(self.speed, self.clock)
         request.read()
         played = self._lookup(request)
         if played is not None:
@@ -312,7 +296,7 @@ class CassetteSession:
 
     async def ahandle(self, request: Any, send: patch.AsyncSend) -> Any:
         """Replay, record or refuse an async request (see the record modes)."""
-        schedule = self._schedule()
+        schedule = Schedule.starting_now(self.speed, self.clock)
         await request.aread()
         played = self._lookup(request)
         if played is not None:
