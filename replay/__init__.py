@@ -8,6 +8,7 @@ and play them back through httpx and httpx2 at original, accelerated or instant 
 from __future__ import annotations
 
 from replay import faults, timing
+from replay.cassette import Cassette
 from replay.clock import INSTANT, MonotonicClock, VirtualClock, parse_speed
 from replay.errors import (
     CassetteFormatError,
@@ -19,7 +20,6 @@ from replay.errors import (
 )
 from replay.matching import DEFAULT_MATCH_ON
 from replay.model import (
-    Cassette,
     Chunk,
     Chunks,
     Interaction,

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import attrs
 
+from replay.cassette import Cassette
 from replay.dialects import Violation, detect, validate
-from replay.model import Cassette, Response
+from replay.model import Response
 
 __all__ = ["UNDECODABLE", "CheckResult", "Finding", "check_cassette", "check_files", "is_stream"]
 

@@ -320,7 +320,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     from replay import describe
-    from replay.model import Cassette
+    from replay.cassette import Cassette
 
     cassette = Cassette.load(args.cassette)
     if args.events:
@@ -339,7 +339,7 @@ def _show(args: argparse.Namespace) -> int:
 
 def _play(args: argparse.Namespace) -> int:
     from replay import describe
-    from replay.model import Cassette
+    from replay.cassette import Cassette
 
     describe.play(Cassette.load(args.cassette), args.interaction, args.speed, sys.stdout.buffer)
     return 0

@@ -15,9 +15,10 @@ import math
 from collections.abc import Iterable
 from typing import BinaryIO
 
+from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
 from replay.errors import ConfigurationError
-from replay.model import Cassette, Interaction, Response, StreamEnd, TimedEvent
+from replay.model import Interaction, Response, StreamEnd, TimedEvent
 from replay.store import dumps
 
 __all__ = ["DATA_WIDTH", "events", "play", "raw", "table", "to_json"]

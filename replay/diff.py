@@ -32,9 +32,10 @@ from typing import Literal
 
 import attrs
 
+from replay.cassette import Cassette
 from replay.check import is_stream
 from replay.dialects.texts import stream_texts
-from replay.model import Cassette, Interaction, Response, StreamEnd, TimedEvent
+from replay.model import Interaction, Response, StreamEnd, TimedEvent
 
 __all__ = [
     "HIDDEN",

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from replay.redact import Redactor
+
 if TYPE_CHECKING:
     from replay.model import Interaction
 
@@ -110,8 +112,6 @@ class CassetteMismatchError(ReplayError, LookupError):
 
 
 def _without_secrets(url: str) -> str:
-    from replay.redact import Redactor  # redact imports the model, which imports errors
-
     return Redactor().url(url)
 
 

@@ -1,8 +1,8 @@
 """Value types of a cassette: what was asked, what came back, chunk by chunk, and when.
 
-Every value is a frozen attrs class; times are seconds (floats) since the moment the
-request was sent. `Cassette` is the one stateful object: the interactions plus the
-bookkeeping of which were played, and the index that answers requests.
+Every value is a frozen attrs class (or, for the chunk columns, an immutable sequence);
+times are seconds (floats) since the moment the request was sent. The stateful cassette
+(interactions plus play bookkeeping) lives in `replay.cassette`, the file in `replay.store`.
 """
 
 from __future__ import annotations
@@ -12,19 +12,14 @@ import math
 import operator
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import attrs
-
-from replay.errors import ConfigurationError
-from replay.matching import DEFAULT_MATCH_ON, MatchIndex, MatchOn
 
 if TYPE_CHECKING:
     from replay.sse import Event
 
 __all__ = [
-    "Cassette",
     "Chunk",
     "Chunks",
     "Interaction",
@@ -254,10 +249,6 @@ def _to_chunks(chunks: Iterable[Chunk]) -> Chunks:
     return Chunks.of(chunks)
 
 
-def _to_interactions(interactions: Iterable[Interaction]) -> list[Interaction]:
-    return list(interactions)
-
-
 def _chunks_in_order(instance: Response, _attribute: object, chunks: Chunks) -> None:
     # A body cannot arrive before the headers; `Chunks` keeps the chunks themselves in order.
     if chunks.times and chunks.times[0] < instance.headers_at:
@@ -416,103 +407,3 @@ class Interaction:
 
     request: Request = attrs.field(validator=attrs.validators.instance_of(Request))
     response: Response = attrs.field(validator=attrs.validators.instance_of(Response))
-
-
-@attrs.define(eq=False)
-class Cassette:
-    """Recorded interactions, and which of them this session has played.
-
-    `Cassette()` is an empty cassette; `Cassette.load(path)` reads one from disk.
-
-    Args:
-        interactions: the recorded interactions, in recording order.
-        path: the file it was loaded from or will be saved to, if any.
-        match_on: matcher names (vcrpy's: method, scheme, host, port, path, query, body,
-            headers, uri…) or vcrpy-style callables deciding which request an interaction answers.
-        allow_playback_repeats: let an interaction answer more than once.
-    """
-
-    interactions: list[Interaction] = attrs.field(factory=list, converter=_to_interactions)
-    path: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
-    match_on: MatchOn = attrs.field(default=DEFAULT_MATCH_ON, kw_only=True)
-    allow_playback_repeats: bool = attrs.field(default=False, kw_only=True)
-    play_counts: list[int] = attrs.field(init=False)
-    recorded: list[Interaction] = attrs.field(init=False, factory=list)
-    _index: MatchIndex | None = attrs.field(init=False, default=None)
-
-    def __attrs_post_init__(self) -> None:
-        self.play_counts = [0] * len(self.interactions)
-
-    @classmethod
-    def load(cls, path: str | Path, **options: Any) -> Cassette:
-        """Read a cassette file (raises `CassetteFormatError` on anything unreadable)."""
-        from replay.store import load_interactions
-
-        return cls(load_interactions(path), path=path, **options)
-
-    def save(self, path: str | Path | None = None) -> Path:
-        """Write every interaction to `path` (default: `self.path`) atomically."""
-        from replay.store import save_interactions
-
-        target = Path(path) if path is not None else self.path
-        if target is None:
-            raise ConfigurationError("this cassette has no path: pass one to save()")
-        save_interactions(target, self.interactions)
-        return target
-
-    @property
-    def play_count(self) -> int:
-        """How many responses this cassette has played back."""
-        return sum(self.play_counts)
-
-    @property
-    def all_played(self) -> bool:
-        """True when every interaction was played back (or recorded) at least once."""
-        recorded = {id(interaction) for interaction in self.recorded}
-        return all(
-            count > 0 or id(interaction) in recorded
-            for interaction, count in zip(self.interactions, self.play_counts, strict=False)
-        )
-
-    @property
-    def unplayed(self) -> list[Interaction]:
-        """The interactions neither played back nor recorded in this session."""
-        recorded = {id(interaction) for interaction in self.recorded}
-        return [
-            interaction
-            for interaction, count in zip(self.interactions, self.play_counts, strict=False)
-            if count == 0 and id(interaction) not in recorded
-        ]
-
-    def find(self, request: Request, *, among_first: int | None = None) -> int | None:
-        """Take the interaction that answers `request`: its index, counted as played; or None.
-
-        Args:
-            among_first: consider only the first N interactions (a session passes the number
-                it loaded, so that what it records itself is not replayed back to it).
-        """
-        index = self._match_index().take(request, self.play_counts, among_first=among_first)
-        if index is not None:
-            self.play_counts[index] += 1
-        return index
-
-    def explain(self, request: Request) -> tuple[str | None, list[tuple[str, str]]]:
-        """The nearest recorded request ("METHOD URL") and how each failing matcher differs."""
-        return self._match_index().explain(request, self.play_counts)
-
-    def append(self, interaction: Interaction) -> None:
-        """Add a newly recorded interaction (it counts as used, not as played)."""
-        self.interactions.append(interaction)
-        self.play_counts.append(0)
-        self.recorded.append(interaction)
-        if self._index is not None:
-            self._index.add(len(self.interactions) - 1, interaction.request)
-
-    def _match_index(self) -> MatchIndex:
-        if self._index is None:
-            self._index = MatchIndex(
-                [interaction.request for interaction in self.interactions],
-                match_on=self.match_on,
-                allow_playback_repeats=self.allow_playback_repeats,
-            )
-        return self._index

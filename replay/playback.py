@@ -23,10 +23,11 @@ from typing import Any
 import httpx
 
 from replay._httpmod import async_stream, error_class, module_of, sync_stream
+from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
 from replay.errors import CassetteMismatchError
 from replay.faults import FaultLike, Injector, Outcome
-from replay.model import Cassette, Interaction, Request, Response
+from replay.model import Interaction, Request, Response
 from replay.redact import Redactor
 
 __all__ = [

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from replay.cassette import Cassette
 from replay.errors import ConfigurationError, UnplayedInteractionsWarning
-from replay.model import Cassette
 from replay.naming import default_cassette_path, resolve_cassette_path
 from replay.network import LOOPBACK, block_network
 from replay.report import SessionLog, SessionRecord

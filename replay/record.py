@@ -31,8 +31,9 @@ import anyio
 import httpx
 
 from replay._httpmod import async_stream, module_of, sync_stream
+from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock
-from replay.model import Cassette, Chunk, Interaction, Request, Response, StreamEnd
+from replay.model import Chunk, Interaction, Request, Response, StreamEnd
 from replay.redact import Redactor
 
 __all__ = [

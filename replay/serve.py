@@ -36,8 +36,9 @@ from replay._asgi import (
     send_json,
     stderr,
 )
+from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
-from replay.model import Cassette, Request, Response
+from replay.model import Request, Response
 from replay.playback import mismatch_error
 from replay.redact import Redactor
 

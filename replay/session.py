@@ -29,11 +29,12 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar, cast
 
 from replay import patch
+from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
 from replay.errors import CassetteMismatchError, ConfigurationError
 from replay.faults import Fault, FaultLike, Injector, Outcome, coerce
 from replay.matching import DEFAULT_MATCH_ON, MatchIndex, MatchOn
-from replay.model import Cassette, Interaction, Request, Response
+from replay.model import Interaction, Request, Response
 from replay.playback import mismatch_error, play_async, play_sync, played_for
 from replay.record import Recording, record_async, record_sync
 from replay.redact import Redactor

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from replay.cassette import Cassette
 from replay.dialects import Dialect, ToolCall, anthropic, chat, responses
 from replay.errors import ConfigurationError
-from replay.model import Cassette, Interaction
+from replay.model import Interaction
 from replay.redact import Redactor
 from replay.store import file_lock, load_interactions
 

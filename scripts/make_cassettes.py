@@ -24,8 +24,9 @@ from pathlib import Path
 import attrs
 
 import replay
+from replay.cassette import Cassette
 from replay.dialects import ToolCall, anthropic, chat, responses
-from replay.model import Cassette, Interaction
+from replay.model import Interaction
 from replay.redact import Redactor
 
 CASSETTES = Path(__file__).resolve().parents[1] / "cassettes"

@@ -24,8 +24,9 @@ from vcr.serializers import yamlserializer
 
 import replay
 from replay._origin import Origin, Script
+from replay.cassette import Cassette
 from replay.convert import convert, export_json, import_json
-from replay.model import Cassette, Chunk, Interaction, Request, Response, StreamEnd
+from replay.model import Chunk, Interaction, Request, Response, StreamEnd
 
 SSE_BODY = b'event: delta\ndata: {"text":"h\xc3\xa9"}\n\ndata: [DONE]\n\n'
 ROUTES = {

@@ -25,7 +25,8 @@ import pytest
 import replay
 from replay import describe
 from replay._origin import Origin, Script
-from replay.model import Cassette, Chunk, Interaction, Request, Response, StreamEnd
+from replay.cassette import Cassette
+from replay.model import Chunk, Interaction, Request, Response, StreamEnd
 
 SSE = (("content-type", "text/event-stream"),)
 LONG = "x" * 150
