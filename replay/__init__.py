@@ -11,6 +11,7 @@ from replay import faults, timing
 from replay.cassette import Cassette
 from replay.clock import INSTANT, MonotonicClock, VirtualClock, parse_speed
 from replay.errors import (
+    AmbiguousSessionError,
     CassetteFormatError,
     CassetteMismatchError,
     ConfigurationError,
@@ -41,6 +42,7 @@ __all__ = [
     "DEFAULT_MATCH_ON",
     "INSTANT",
     "VIRTUAL",
+    "AmbiguousSessionError",
     "AsyncRecordingTransport",
     "AsyncReplayTransport",
     "Cassette",

@@ -124,15 +124,7 @@ def _parser() -> argparse.ArgumentParser:
         help="1, 10x, instant (default), or virtual: as recorded, without waiting, on the "
         "program's virtual clocks",
     )
-    run.add_argument(
-        "--fault",
-        action="append",
-        default=[],
-        dest="faults",
-        metavar="SPEC",
-        help='a fault to inject at replay, e.g. "cut(after_events=5)", '
-        '"status(429, times=1)", "stall(after_events=3, seconds=30)" (repeatable)',
-    )
+    _fault_option(run)
     _command_args(run)
 
     show = _verb(
@@ -161,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     play.add_argument("cassette", type=Path, metavar="CASSETTE")
     play.add_argument("-i", "--interaction", type=int, default=0, metavar="N", help="index (0)")
     play.add_argument("--speed", default="1", help="1 (default), 10x, instant")
+    _fault_option(play)
 
     convert = _verb(
         verbs,
@@ -185,6 +178,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any)")
     serve.add_argument("--speed", default="1", help="1 (default), 10x, instant")
     serve.add_argument("--repeat", action="store_true", help="let interactions play again")
+    _fault_option(serve)
 
     proxy = _verb(
         verbs,
@@ -337,11 +331,25 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fault_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        dest="faults",
+        metavar="SPEC",
+        help='a fault to inject at replay, e.g. "cut(after_events=5)", '
+        '"status(429, times=1)", "stall(after_events=3, seconds=30)" (repeatable)',
+    )
+
+
 def _play(args: argparse.Namespace) -> int:
     from replay import describe
     from replay.cassette import Cassette
 
-    describe.play(Cassette.load(args.cassette), args.interaction, args.speed, sys.stdout.buffer)
+    cassette = Cassette.load(args.cassette)
+    out = sys.stdout.buffer
+    describe.play(cassette, args.interaction, args.speed, out, faults=args.faults)
     return 0
 
 
@@ -357,7 +365,7 @@ def _convert(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from replay.serve import serve
 
-    serve(args.cassette, port=args.port, speed=args.speed, repeat=args.repeat)
+    serve(args.cassette, port=args.port, speed=args.speed, repeat=args.repeat, faults=args.faults)
     return 0
 
 

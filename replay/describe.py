@@ -11,14 +11,17 @@ change no other column shows (a reworded prompt, a moved chunk) still shows in a
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Iterable
 from typing import BinaryIO
 
+import attrs
+
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
+from replay.engine import Data, End, Player, Stepper, Wait
 from replay.errors import ConfigurationError
-from replay.model import Interaction, Response, StreamEnd, TimedEvent
+from replay.faults import FaultLike
+from replay.model import Chunks, Interaction, Response, StreamEnd, TimedEvent
 from replay.store import dumps
 
 __all__ = ["DATA_WIDTH", "events", "play", "raw", "table", "to_json"]
@@ -231,6 +234,7 @@ def play(
     *,
     clock: Clock | None = None,
     decode: bool = True,
+    faults: Iterable[FaultLike] = (),
 ) -> None:
     """Write interaction `index`'s response body to `out`, chunk by chunk, at recorded pace.
 
@@ -246,21 +250,29 @@ def play(
         clock: what to wait on (default: the real monotonic clock).
         decode: undo a gzip / deflate Content-Encoding, so the text is readable (default);
             with False, or an encoding replay cannot undo, the bytes are written as recorded.
+        faults: faults (or specs) applied to what is played, as at replay: a cut stops
+            the output there, a stall is a silence.
 
     Raises:
-        ConfigurationError: no interaction `index`, or a bad speed.
+        ConfigurationError: no interaction `index`, a bad speed or fault.
     """
-    response = _interaction_at(cassette, index).response
+    _interaction_at(cassette, index)
     factor = parse_speed(speed)
+    response = Player(cassette, faults=faults).play(index).response
+    if decode:
+        response = _decoded(response)
     clock = MonotonicClock() if clock is None else clock
-    pieces = _playable_chunks(response, decode)
-    schedule = None if math.isinf(factor) else Schedule(start=clock.now(), speed=factor)
-    for at, data in pieces:
-        _wait(clock, schedule, at)
-        if data:
-            out.write(data)
-            out.flush()
-    _wait(clock, schedule, response.end.at)
+    stepper = Stepper(response, Schedule.starting_now(factor, clock))
+    while True:
+        step = stepper.next(0.0 if stepper.instant else clock.now())
+        if isinstance(step, Wait):
+            clock.sleep(step.seconds)
+        elif isinstance(step, Data):
+            if step.data:
+                out.write(step.data)
+                out.flush()
+        elif isinstance(step, End):
+            return
 
 
 def _interaction_at(cassette: Cassette, index: int) -> Interaction:
@@ -274,19 +286,13 @@ def _interaction_at(cassette: Cassette, index: int) -> Interaction:
     return cassette.interactions[index]
 
 
-def _playable_chunks(response: Response, decode: bool) -> Iterable[tuple[float, bytes]]:
-    recorded = [(chunk.at, chunk.data) for chunk in response.chunks]
-    if not decode:
-        return recorded
+def _decoded(response: Response) -> Response:
+    """`response` with its Content-Encoding undone, each piece at its chunk's time; as it
+    is when replay cannot undo it (an unknown encoding, damaged data)."""
     try:
-        return list(response.decoded_chunks())
-    except ValueError:  # an encoding replay cannot undo, or damaged data: play as recorded
-        return recorded
-
-
-def _wait(clock: Clock, schedule: Schedule | None, at: float) -> None:
-    if schedule is None:
-        return
-    delay = schedule.delay(at, clock.now())
-    if delay > 0:
-        clock.sleep(delay)
+        pieces = response.decoded_chunks()
+    except ValueError:
+        return response
+    times = [at for at, _ in pieces]
+    payloads = [data for _, data in pieces]
+    return attrs.evolve(response, chunks=Chunks(times, payloads))

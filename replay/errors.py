@@ -1,6 +1,7 @@
 """The exceptions replay raises.
 
     ReplayError
+    ├── AmbiguousSessionError (RuntimeError) a request no single active session can claim
     ├── CassetteFormatError (ValueError)    a cassette file that cannot be read
     ├── CassetteMismatchError (LookupError) a request the cassette cannot answer
     ├── ConfigurationError (ValueError)     a bad argument: speed, record mode, matcher…
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALREADY_PLAYED",
+    "AmbiguousSessionError",
     "CassetteFormatError",
     "CassetteMismatchError",
     "ConfigurationError",
@@ -40,6 +42,25 @@ ALREADY_PLAYED = "already played"
 
 class ReplayError(Exception):
     """Base class of every error replay raises on purpose."""
+
+
+class AmbiguousSessionError(ReplayError, RuntimeError):
+    """A request was made where several cassette sessions are active, and none of them
+    belongs to its context (task or thread), so nothing can tell which one it is for.
+
+    Attributes:
+        candidates: the cassette paths of the active sessions.
+    """
+
+    def __init__(self, candidates: Sequence[str]) -> None:
+        self.candidates = tuple(candidates)
+        names = ", ".join(repr(name) for name in self.candidates)
+        super().__init__(
+            f"a request was made outside every cassette session's context while "
+            f"{len(self.candidates)} sessions are active ({names}): replay will not guess "
+            "which one it is for. Make it inside the session it belongs to (in the task or "
+            "thread that entered it, or a thread started from there)."
+        )
 
 
 class CassetteFormatError(ReplayError, ValueError):

@@ -130,6 +130,10 @@ def _header(headers: Headers, name: str) -> str | None:
     return next((value for key, value in headers if key.lower() == wanted), None)
 
 
+#: Who may stop a recording before its body ends (`StreamEnd.stopped_by`).
+STOPPERS = (None, "client", "session")
+
+
 @attrs.frozen
 class StreamEnd:
     """How a response body ended, and when.
@@ -139,7 +143,10 @@ class StreamEnd:
         error: None for a clean end; else the name of the client library's exception class
             that ended it (`"RemoteProtocolError"`, `"ReadTimeout"`, …).
         message: the exception's message.
-        truncated: the client closed the stream before its end; nothing was recorded after.
+        truncated: the recording stopped before the body's end; nothing was recorded after.
+        stopped_by: who stopped it: "client" (it closed the response early) or "session"
+            (it ended while the body was still streaming); None when not truncated.
+            A server that cut the stream is an `error`, not a stop.
     """
 
     at: float = attrs.field(validator=_seconds)
@@ -148,6 +155,19 @@ class StreamEnd:
     )
     message: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
     truncated: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    stopped_by: str | None = attrs.field(
+        default=attrs.Factory(lambda self: "client" if self.truncated else None, takes_self=True),
+        validator=attrs.validators.in_(STOPPERS),
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.truncated and self.stopped_by is None:  # e.g. attrs.evolve(end, truncated=True)
+            object.__setattr__(self, "stopped_by", "client")
+        elif self.stopped_by is not None and not self.truncated:
+            raise ValueError(
+                f"stopped_by {self.stopped_by!r} needs truncated=True: only a recording that "
+                "stopped before the body's end was stopped by someone"
+            )
 
     @property
     def is_clean(self) -> bool:

@@ -1,23 +1,39 @@
-"""Route every httpx and httpx2 client in the process through the active cassette session.
+"""Route every httpx and httpx2 client in the process through the cassette session of its context.
 
 The patch replaces the request method of each concrete transport class (`HTTPTransport`,
 `AsyncHTTPTransport`, `MockTransport`, `WSGITransport`, `ASGITransport`) of each library
 present, so clients built before the session, and the SDKs' own clients, are covered.
-The replacement asks the innermost active router to handle the request, handing it the
-original method bound to the transport, which is how recording reaches the network.
-Patches go on when the first router is installed and come off when the last one leaves.
+The replacement asks the router (cassette session) of the request's context to handle the
+request, handing it the original method bound to the transport, which is how recording
+reaches the network. Patches go on when the first router is installed and come off when
+the last one leaves.
+
+Routing is per context, so that concurrent sessions never see each other's traffic:
+- a router is entered in a `ContextVar`: an asyncio task (or a trio task) sees the sessions
+  entered in it and in the code that started it; nested sessions: the innermost;
+- a thread sees the sessions of the thread that started it (`Thread.start` notes them),
+  and work submitted to a `ThreadPoolExecutor` runs with the sessions of its submitter;
+- a request with none of these goes to the only active session; with several active,
+  nothing can tell which is meant: it fails with `AmbiguousSessionError`, never a guess.
+While a router is installed, `threading.Thread.start` and `ThreadPoolExecutor.submit` are
+wrapped to carry the sessions over; both are restored with the transports.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextvars
 import functools
 import importlib
 import importlib.util
 import threading
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-__all__ = ["Router", "install", "install_bottom", "uninstall"]
+from replay.errors import AmbiguousSessionError
+
+__all__ = ["Router", "current", "install", "install_bottom", "set_front", "uninstall"]
 
 _MODULES = ("httpx", "httpx2")
 _SYNC = {"HTTPTransport", "MockTransport", "WSGITransport"}
@@ -40,13 +56,85 @@ class Router(Protocol):
 
 
 _lock = threading.Lock()
-_routers: list[Router] = []
+_routers: list[Router] = []  # every installed router, in the order they came
 _guards: list[Router] = []
 _originals: list[tuple[type, str, Any]] = []
+_fronts: dict[int, Router] = {}  # id(router) -> the router that answers in its place
+
+Stack = tuple[Router, ...]
+_context: contextvars.ContextVar[Stack] = contextvars.ContextVar("replay_routers", default=())
+_inherited: weakref.WeakKeyDictionary[threading.Thread, Stack] = weakref.WeakKeyDictionary()
 
 
-def _current() -> Router | None:
-    return _routers[-1] if _routers else None
+def _alive(stack: Stack) -> Router | None:
+    for router in reversed(stack):
+        if router in _routers:
+            return router
+    return None
+
+
+def _stack() -> Stack:
+    """The routers of this context: its own, else those its thread was started with."""
+    stack = _context.get()
+    if _alive(stack) is None:
+        stack = _inherited.get(threading.current_thread(), ())
+    return stack
+
+
+def current() -> Router | None:
+    """The router of this context, or the only active one; None when there is none.
+
+    Raises:
+        AmbiguousSessionError: several routers are active and none belongs to this context.
+    """
+    router = _alive(_stack())
+    if router is None:
+        active = list(_routers)
+        if len(active) > 1:
+            raise AmbiguousSessionError([_name(candidate) for candidate in active])
+        router = active[0] if active else None
+    return None if router is None else _fronts.get(id(router), router)
+
+
+def _name(router: Router) -> str:
+    return str(getattr(router, "path", None) or type(router).__name__)
+
+
+def set_front(router: Router, front: Router | None) -> None:
+    """Let `front` answer in `router`'s place wherever `router` is current (None: stop)."""
+    with _lock:
+        if front is None:
+            _fronts.pop(id(router), None)
+        else:
+            _fronts[id(router)] = front
+
+
+def _start(original: Callable[[threading.Thread], None]) -> Callable[[threading.Thread], None]:
+    def start(self: threading.Thread) -> None:
+        stack = _stack()
+        if stack:
+            _inherited[self] = stack
+        original(self)
+
+    return start
+
+
+def _submit(original: Callable[..., Any]) -> Callable[..., Any]:
+    def submit(self: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        stack = _stack()
+        if stack:
+            fn = functools.partial(_run_with, stack, fn)
+        return original(self, fn, *args, **kwargs)
+
+    return submit
+
+
+def _run_with(stack: Stack, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    token = _context.set(stack)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _context.reset(token)
 
 
 def _guarded(send: Send) -> Send:
@@ -66,7 +154,7 @@ def _guarded_async(send: AsyncSend) -> AsyncSend:
 def _sync_patch(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     def handle_request(self: Any, request: Any) -> Any:
         send = _guarded(lambda request: original(self, request))
-        router = _current()
+        router = current()
         if router is None:
             return send(request)
         return router.handle(request, send)
@@ -77,7 +165,7 @@ def _sync_patch(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any
 def _async_patch(original: Callable[[Any, Any], Awaitable[Any]]) -> Callable[[Any, Any], Any]:
     async def handle_async_request(self: Any, request: Any) -> Any:
         send = _guarded_async(lambda request: original(self, request))
-        router = _current()
+        router = current()
         if router is None:
             return await send(request)
         return await router.ahandle(request, send)
@@ -109,32 +197,48 @@ def _patch_transports() -> None:
             continue
         _originals.append((cls, method, original))
         setattr(cls, method, (_async_patch if is_async else _sync_patch)(original))
+    for cls, method, wrap in (
+        (threading.Thread, "start", _start),
+        (concurrent.futures.ThreadPoolExecutor, "submit", _submit),
+    ):
+        original = cls.__dict__[method]
+        _originals.append((cls, method, original))
+        setattr(cls, method, wrap(original))
+
+
+def _first_in() -> None:
+    if not _routers and not _guards:
+        _patch_transports()
 
 
 def install(router: Router) -> None:
-    """Make `router` the innermost active router, patching the transports if needed."""
+    """Make `router` the innermost router of this context (and active in the process),
+    patching the transports if needed."""
     with _lock:
-        if not _routers and not _guards:
-            _patch_transports()
+        _first_in()
         _routers.append(router)
+    _context.set((*_context.get(), router))
 
 
 def install_bottom(router: Router) -> None:
     """Install `router` as a guard: every request on its way to the network passes it, also
     one that a cassette session records (the network guard)."""
     with _lock:
-        if not _routers and not _guards:
-            _patch_transports()
+        _first_in()
         _guards.append(router)
 
 
 def uninstall(router: Router) -> None:
     """Remove `router`; the last one out restores the original transports."""
+    stack = _context.get()
+    if router in stack:  # (left from another context, it stays there, inactive: no matter)
+        _context.set(tuple(other for other in stack if other is not router))
     with _lock:
         if router in _routers:
             _routers.remove(router)
         if router in _guards:
             _guards.remove(router)
+        _fronts.pop(id(router), None)
         if not _routers and not _guards:
             for cls, method, original in reversed(_originals):
                 setattr(cls, method, original)

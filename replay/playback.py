@@ -1,21 +1,16 @@
-"""Replay transports: answer requests from a cassette, chunk by chunk, on the recorded schedule.
+"""Replay transports: answer httpx / httpx2 requests from a cassette, on the recorded schedule.
 
-Chunk i is due at the absolute deadline `t_send + at_i / speed`; at instant speed there is no
-schedule at all, so the loop neither sleeps nor reads a clock. After the last chunk the body
-ends as recorded: EOF, or the recorded error raised as the client library's own exception
-class (`httpx.RemoteProtocolError` for httpx, `httpx2.RemoteProtocolError` for httpx2).
-The sync and async streams share everything but the waiting.
-
-Faults (`replay.faults`) are applied before playing: they turn the recorded response into
-another one (cut, rechunked, slowed…), so this loop stays the same. The only thing they add
-to it is a stall's read timeout: when a stall's silence is longer than the client's read
-timeout (`request.extensions["timeout"]["read"]`), the step after the silence is replaced
-by the library's `ReadTimeout`, due when the client's read would give up.
+A shell over the engine: the `Player` finds what answers a request (faults applied), the
+`Stepper` says what comes next and when; this module only waits (the clock's `sleep` or
+`asleep`) and turns the steps into an httpx / httpx2 response of the request's own library.
+The recorded end is raised as that library's exception class (`httpx.RemoteProtocolError`
+for httpx, `httpx2.RemoteProtocolError` for httpx2); a stall that outlasts the client's
+read timeout (`request.extensions["timeout"]["read"]`) as its `ReadTimeout`.
+At instant speed nothing waits and no clock is read.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import AsyncIterator, Iterable, Iterator
 from types import ModuleType
 from typing import Any
@@ -25,186 +20,12 @@ import httpx
 from replay._httpmod import async_stream, error_class, module_of, sync_stream
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
-from replay.errors import CassetteMismatchError
-from replay.faults import FaultLike, Injector, Outcome
-from replay.model import Interaction, Request, Response
+from replay.engine import Data, End, Played, Player, Step, Stepper, Wait, read_timeouts
+from replay.faults import FaultLike, Injector
+from replay.model import Request, Response
 from replay.redact import Redactor
 
-__all__ = [
-    "AsyncReplayTransport",
-    "ReplayTransport",
-    "answer",
-    "mismatch_error",
-    "play_async",
-    "play_sync",
-    "played_for",
-    "read_timeouts",
-]
-
-#: The message of the ReadTimeout a stall raises.
-STALL_TIMEOUT_MESSAGE = "The read operation timed out (a replay stall outlasted the read timeout)"
-
-
-def mismatch_error(
-    cassette: Cassette, request: Request, record_mode: str, reason: str = ""
-) -> CassetteMismatchError:
-    """The error for a request `cassette` cannot answer, with the nearest recorded request
-    (and `reason`: why the record mode did not record it)."""
-    nearest, differences = cassette.explain(request)
-    return CassetteMismatchError(
-        method=request.method,
-        url=request.url,
-        cassette_path=cassette.path,
-        record_mode=record_mode,
-        nearest=nearest,
-        differences=differences,
-        reason=reason,
-    )
-
-
-def answer(cassette: Cassette, request: Request, record_mode: str = "none") -> Interaction:
-    """The interaction that answers `request` (marked played), or raise CassetteMismatchError."""
-    index = cassette.find(request)
-    if index is None:
-        raise mismatch_error(cassette, request, record_mode)
-    return cassette.interactions[index]
-
-
-def read_timeouts(
-    response: Response, stall_steps: tuple[int, ...], read_timeout: float | None
-) -> dict[int, float]:
-    """The steps a stall makes the client's read time out at, and when (recorded seconds).
-
-    A step after a stall times out when the silence before it (from the previous chunk, or
-    the headers) is longer than `read_timeout`; the read gives up `read_timeout` into it.
-    """
-    if read_timeout is None or not stall_steps:
-        return {}
-    times = response.chunks.times
-    timeouts = {}
-    for step in stall_steps:
-        before = times[step - 1] if step else response.headers_at
-        at = times[step] if step < len(times) else response.end.at
-        if at - before > read_timeout:
-            timeouts[step] = before + read_timeout
-    return timeouts
-
-
-class _Replay:
-    """The shared core of one replayed body: what comes next, and how long to wait for it.
-
-    The body is a sequence of steps: one per chunk, then the end (EOF or the recorded error),
-    each due at its recorded time. The sync and async iterators below only add the waiting.
-    They are iterator classes rather than generators, so an abandoned replay needs no
-    finalizing (trio warns about abandoned async generators). At instant speed the sync
-    side hands out a plain generator over the payloads: the per-chunk cost of replay is
-    then that of iterating a tuple. `timeouts` (from `read_timeouts`) replaces a step by
-    the library's ReadTimeout, due at the given recorded time.
-    """
-
-    def __init__(
-        self,
-        module: ModuleType,
-        response: Response,
-        schedule: Schedule | None,
-        clock: Clock,
-        timeouts: dict[int, float] | None = None,
-    ) -> None:
-        self.module = module
-        self.response = response
-        self.schedule = schedule
-        self.clock = clock
-        self.closed = False
-        self._times = response.chunks.times
-        self._payloads = response.chunks.payloads
-        self._count = len(self._payloads)
-        self._next = 0  # the next chunk's index; _count is the end; past it, finished
-        self._timeouts = timeouts or {}
-
-    def wait(self) -> float:
-        """Seconds until the next step is due; 0 (and no clock read) at instant speed."""
-        index = self._next
-        if self.schedule is None or self.closed or index > self._count:
-            return 0.0
-        at = self._times[index] if index < self._count else self.response.end.at
-        if self._timeouts:
-            at = self._timeouts.get(index, at)
-        return self.schedule.delay(at, self.clock.now())
-
-    def step(self) -> bytes | None:
-        """Take the next chunk; None at the end or once closed; raise the recorded error."""
-        index = self._next
-        if self.closed or index > self._count:
-            return None
-        self._next = index + 1
-        if self._timeouts and index in self._timeouts:
-            self._next = self._count + 1
-            raise error_class(self.module, "ReadTimeout")(STALL_TIMEOUT_MESSAGE)
-        if index < self._count:
-            return self._payloads[index]
-        error = self.ending()
-        if error is not None:
-            raise error
-        return None
-
-    def ending(self) -> Exception | None:
-        """The recorded error as the client library's own exception, or None for EOF."""
-        end = self.response.end
-        if end.error is None:
-            return None
-        return error_class(self.module, end.error)(end.message)
-
-
-class _SyncReplay(_Replay):
-    def __iter__(self) -> Iterator[bytes]:
-        if self.schedule is None and self._next == 0 and not self._timeouts:
-            return self._instant()
-        return self
-
-    def _instant(self) -> Iterator[bytes]:
-        for data in self._payloads:
-            if self.closed:
-                return
-            yield data
-        self._next = self._count + 1
-        error = None if self.closed else self.ending()
-        if error is not None:
-            raise error
-
-    def __next__(self) -> bytes:
-        delay = self.wait()
-        if delay > 0:
-            self.clock.sleep(delay)
-        data = self.step()
-        if data is None:
-            raise StopIteration
-        return data
-
-    def close(self) -> None:
-        self.closed = True
-
-
-class _AsyncReplay(_Replay):
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self
-
-    async def __anext__(self) -> bytes:
-        if self.schedule is not None:
-            delay = self.wait()
-            if delay > 0:
-                await self.clock.asleep(delay)
-        data = self.step()
-        if data is None:
-            raise StopAsyncIteration
-        return data
-
-    async def aclose(self) -> None:
-        self.closed = True
-
-
-def _response(module: ModuleType, recorded: Response, stream: Any) -> Any:
-    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in recorded.headers]
-    return module.Response(status_code=recorded.status, headers=headers, stream=stream)
+__all__ = ["AsyncReplayTransport", "ReplayTransport", "play_async", "play_sync"]
 
 
 def _read_timeout(request: Any) -> float | None:
@@ -213,102 +34,151 @@ def _read_timeout(request: Any) -> float | None:
     return float(read) if isinstance(read, (int, float)) else None
 
 
-def _played(request: Any, played: Response | Outcome) -> tuple[Response, dict[int, float]]:
-    if isinstance(played, Response):
-        return played, {}
-    steps = played.stall_steps()
-    timeouts = read_timeouts(played.response, steps, _read_timeout(request)) if steps else {}
-    return played.response, timeouts
+def _stepper(request: Any, played: Played, schedule: Schedule | None) -> Stepper:
+    response = played.response
+    timeouts = read_timeouts(response, played.stall_steps, _read_timeout(request))
+    return Stepper(response, schedule, timeouts=timeouts)
 
 
-class _Player:
-    """What the sync and async replay transports share: speed, clock, lookup, faults."""
-
-    def __init__(
-        self,
-        cassette: Cassette,
-        speed: SpeedLike,
-        redactor: Redactor | None,
-        clock: Clock | None,
-        faults: Iterable[FaultLike],
-    ) -> None:
-        self.cassette = cassette
-        self.speed = parse_speed(speed)
-        self.redactor = redactor or Redactor()
-        self.clock = clock or MonotonicClock()
-        self.injector = Injector(faults)
-        self._lock = threading.Lock()
-
-    def schedule(self) -> Schedule | None:
-        """A schedule starting now, or None at instant speed."""
-        return Schedule.starting_now(self.speed, self.clock)
-
-    def lookup(self, request: Any) -> Response | Outcome:
-        """What answers `request` (a read httpx / httpx2 request): a response, or, with
-        faults, the outcome of this attempt; or raise CassetteMismatchError."""
-        wanted = self.redactor.request(Request.from_httpx(request))
-        with self._lock:
-            index = self.cassette.find(wanted)
-        if index is None:
-            raise mismatch_error(self.cassette, wanted, "none")
-        return played_for(self.cassette, index, wanted, self.injector, self._lock)
+def _now(stepper: Stepper, clock: Clock) -> float:
+    return 0.0 if stepper.instant else clock.now()
 
 
-def played_for(
-    cassette: Cassette, index: int, request: Request, injector: Injector, lock: threading.Lock
-) -> Response | Outcome:
-    """What interaction `index` (just found for `request`) plays: its recorded response, or,
-    with faults, this attempt's outcome.
-
-    An attempt a status fault answers does not use the interaction up: its play count
-    (given by `Cassette.find`) is taken back, under `lock`, so the client's retry gets it.
-    """
-    recorded = cassette.interactions[index].response
-    if not injector.faults:
-        return recorded
-    outcome = injector.outcome(index, request, recorded)
-    if outcome.answered_by is not None:
-        with lock:
-            cassette.play_counts[index] -= 1
-    return outcome
+def _step(stepper: Stepper, clock: Clock) -> Step:
+    """The next step, after waiting for it (sync)."""
+    step = stepper.next(_now(stepper, clock))
+    while isinstance(step, Wait):
+        clock.sleep(step.seconds)
+        step = stepper.next(clock.now())
+    return step
 
 
-def play_sync(
-    request: Any, played: Response | Outcome, schedule: Schedule | None, clock: Clock
-) -> Any:
-    """An httpx/httpx2 response (of the request's library) playing `played`.
+async def _astep(stepper: Stepper, clock: Clock) -> Step:
+    """The next step, after waiting for it (async)."""
+    step = stepper.next(_now(stepper, clock))
+    while isinstance(step, Wait):
+        await clock.asleep(step.seconds)
+        step = stepper.next(clock.now())
+    return step
+
+
+def _data_or_end(module: ModuleType, step: Step) -> bytes | None:
+    """A chunk's bytes; None at a clean end; raise a recorded error as the library's own."""
+    if isinstance(step, Data):
+        return step.data
+    if isinstance(step, End) and step.error is not None:
+        raise error_class(module, step.error)(step.message)
+    return None
+
+
+class _SyncReplay:
+    """A replayed body for a sync client. At instant speed it hands out a plain generator
+    over the payloads (the per-chunk cost of a tuple's iteration)."""
+
+    def __init__(self, module: ModuleType, stepper: Stepper, clock: Clock) -> None:
+        self.module = module
+        self.stepper = stepper
+        self.clock = clock
+
+    def __iter__(self) -> Iterator[bytes]:
+        rest = self.stepper.rest_at_once()
+        return self if rest is None else self._instant(rest)
+
+    def _instant(self, payloads: tuple[bytes, ...]) -> Iterator[bytes]:
+        stepper = self.stepper
+        for data in payloads:
+            if stepper.closed:
+                return
+            yield data
+        _data_or_end(self.module, stepper.next())
+
+    def __next__(self) -> bytes:
+        data = _data_or_end(self.module, _step(self.stepper, self.clock))
+        if data is None:
+            raise StopIteration
+        return data
+
+    def close(self) -> None:
+        self.stepper.close()
+
+
+class _AsyncReplay:
+    """A replayed body for an async client (an iterator class: nothing to finalize)."""
+
+    def __init__(self, module: ModuleType, stepper: Stepper, clock: Clock) -> None:
+        self.module = module
+        self.stepper = stepper
+        self.clock = clock
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self
+
+    async def __anext__(self) -> bytes:
+        data = _data_or_end(self.module, await _astep(self.stepper, self.clock))
+        if data is None:
+            raise StopAsyncIteration
+        return data
+
+    async def aclose(self) -> None:
+        self.stepper.close()
+
+
+def _response(module: ModuleType, recorded: Response, stream: Any) -> Any:
+    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in recorded.headers]
+    return module.Response(status_code=recorded.status, headers=headers, stream=stream)
+
+
+def play_sync(request: Any, played: Played, schedule: Schedule | None, clock: Clock) -> Any:
+    """An httpx/httpx2 response (of the request's library) playing `played`, its headers
+    returned at their recorded time.
 
     Args:
         request: the httpx / httpx2 request being answered.
-        played: the recorded response, or the outcome of faults applied to it.
+        played: what the Player found for it.
         schedule: the deadlines (None at instant speed).
         clock: the clock to wait on.
     """
     module = module_of(request)
-    recorded, timeouts = _played(request, played)
-    if schedule is not None:
-        delay = schedule.delay(recorded.headers_at, clock.now())
-        if delay > 0:
-            clock.sleep(delay)
-    source = _SyncReplay(module, recorded, schedule, clock, timeouts)
-    return _response(module, recorded, sync_stream(module, source))
+    stepper = _stepper(request, played, schedule)
+    _step(stepper, clock)  # the headers
+    return _response(
+        module, played.response, sync_stream(module, _SyncReplay(module, stepper, clock))
+    )
 
 
-async def play_async(
-    request: Any, played: Response | Outcome, schedule: Schedule | None, clock: Clock
-) -> Any:
+async def play_async(request: Any, played: Played, schedule: Schedule | None, clock: Clock) -> Any:
     """Async twin of `play_sync`."""
     module = module_of(request)
-    recorded, timeouts = _played(request, played)
-    if schedule is not None:
-        delay = schedule.delay(recorded.headers_at, clock.now())
-        if delay > 0:
-            await clock.asleep(delay)
-    source = _AsyncReplay(module, recorded, schedule, clock, timeouts)
-    return _response(module, recorded, async_stream(module, source))
+    stepper = _stepper(request, played, schedule)
+    await _astep(stepper, clock)  # the headers
+    return _response(
+        module, played.response, async_stream(module, _AsyncReplay(module, stepper, clock))
+    )
 
 
-class ReplayTransport(httpx.BaseTransport):
+class _Shell:
+    """What the sync and async replay transports share: speed, clock, the Player."""
+
+    def __init__(
+        self,
+        cassette: Cassette,
+        *,
+        speed: SpeedLike = 1.0,
+        redactor: Redactor | None = None,
+        clock: Clock | None = None,
+        faults: Iterable[FaultLike] = (),
+    ) -> None:
+        self.speed = parse_speed(speed)
+        self.clock = clock or MonotonicClock()
+        self.player = Player(cassette, redactor=redactor, faults=faults)
+
+    @property
+    def injector(self) -> Injector:
+        """The faults applied, and the attempts each interaction had."""
+        return self.player.injector
+
+
+class ReplayTransport(_Shell, httpx.BaseTransport):
     """A sync transport (for httpx and httpx2 clients) that answers from a cassette.
 
     Args:
@@ -325,52 +195,20 @@ class ReplayTransport(httpx.BaseTransport):
         CassetteMismatchError: no recorded interaction answers the request.
     """
 
-    def __init__(
-        self,
-        cassette: Cassette,
-        *,
-        speed: SpeedLike = 1.0,
-        redactor: Redactor | None = None,
-        clock: Clock | None = None,
-        faults: Iterable[FaultLike] = (),
-    ) -> None:
-        self._player = _Player(cassette, speed, redactor, clock, faults)
-
-    @property
-    def injector(self) -> Injector:
-        """The faults applied, and the attempts each interaction had."""
-        return self._player.injector
-
     def handle_request(self, request: Any) -> Any:
         """Answer `request` with the recorded response."""
-        schedule = self._player.schedule()
+        schedule = Schedule.starting_now(self.speed, self.clock)
         request.read()
-        played = self._player.lookup(request)
-        return play_sync(request, played, schedule, self._player.clock)
+        played = self.player.take(Request.from_httpx(request))
+        return play_sync(request, played, schedule, self.clock)
 
 
-class AsyncReplayTransport(httpx.AsyncBaseTransport):
+class AsyncReplayTransport(_Shell, httpx.AsyncBaseTransport):
     """Async twin of `ReplayTransport`; waits with anyio, so asyncio and trio both work."""
-
-    def __init__(
-        self,
-        cassette: Cassette,
-        *,
-        speed: SpeedLike = 1.0,
-        redactor: Redactor | None = None,
-        clock: Clock | None = None,
-        faults: Iterable[FaultLike] = (),
-    ) -> None:
-        self._player = _Player(cassette, speed, redactor, clock, faults)
-
-    @property
-    def injector(self) -> Injector:
-        """The faults applied, and the attempts each interaction had."""
-        return self._player.injector
 
     async def handle_async_request(self, request: Any) -> Any:
         """Answer `request` with the recorded response."""
-        schedule = self._player.schedule()
+        schedule = Schedule.starting_now(self.speed, self.clock)
         await request.aread()
-        played = self._player.lookup(request)
-        return await play_async(request, played, schedule, self._player.clock)
+        played = self.player.take(Request.from_httpx(request))
+        return await play_async(request, played, schedule, self.clock)

@@ -1,25 +1,23 @@
 """`replay proxy`: recording any client through a local reverse proxy.
 
 `ProxyApp` is an ASGI application, run by uvicorn (the optional extra `replay[serve]`) on
-127.0.0.1 only. It forwards each request to a target and streams the answer back as it arrives,
-recording it with `replay.record.Recording`, the timing core the recording transports use.
-As there, a pump task reads and stamps the upstream chunks and the client is fed from a
-queue, so a slow client does not stretch the recorded gaps. The cassette is saved,
-atomically, after each interaction (in a worker thread) and once more at exit.
+127.0.0.1 only. It forwards each request to a target and streams the answer back as it arrives.
+Its upstream client sends through `AsyncRecordingTransport`, the recording shell every async
+httpx client records through: the body is read eagerly and stamped there, so a slow client
+does not stretch the recorded gaps, and the recording lands on the engine's `Tape`. The
+cassette is saved, atomically, after each interaction (in a worker thread) and once more at
+exit.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
-import attrs
 import httpx
-from anyio.streams.memory import MemoryObjectSendStream
 
 from replay._asgi import (
     InFlight,
@@ -40,10 +38,11 @@ from replay._asgi import (
     send_json,
     stderr,
 )
+from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock
 from replay.errors import ConfigurationError
-from replay.model import Interaction, Request
-from replay.record import Recording
+from replay.model import Interaction
+from replay.record import AsyncRecordingTransport
 from replay.redact import Redactor
 from replay.store import load_interactions, save_interactions
 
@@ -73,57 +72,23 @@ def _summary(interaction: Interaction) -> str:
     return text
 
 
-class _Keeper:
-    """The proxy's recording: redacted interactions in order, saved atomically on demand."""
+class _Saver:
+    """Saves the proxy's cassette, atomically, when it holds something new; thread-safe.
+    An existing file is replaced only once something was recorded."""
 
-    def __init__(self, path: Path, redactor: Redactor, log: Log) -> None:
+    def __init__(self, cassette: Cassette, path: Path) -> None:
+        self.cassette = cassette
         self.path = path
-        self.redactor = redactor
-        self.log = log
-        self.interactions: list[Interaction] = []
         self._lock = threading.Lock()
         self._saved: int | None = None  # how many interactions the file holds, once written
 
-    def sink(self, interaction: Interaction) -> None:
-        """Take a finished interaction (a `Recording` sink)."""
-        cleaned = self.redactor.interaction(interaction)
-        if cleaned is None:  # the before_record hook dropped it
-            return
-        self.interactions.append(cleaned)
-        self.log(f"recorded {_summary(cleaned)}")
-
     def save(self) -> None:
-        """Write the cassette if anything is new; thread-safe. An existing cassette is
-        replaced only once something was recorded."""
         with self._lock:
-            snapshot = list(self.interactions)
+            snapshot = list(self.cassette.interactions)
             if self._saved == len(snapshot) or (not snapshot and self.path.exists()):
                 return
             save_interactions(self.path, snapshot)
             self._saved = len(snapshot)
-
-
-@attrs.frozen
-class _End:
-    error: Exception | None
-
-
-async def _pump(
-    upstream: httpx.Response,
-    recording: Recording,
-    sender: MemoryObjectSendStream[bytes | _End],
-) -> None:
-    """Read the upstream body as it arrives, stamping each chunk; then tell how it ended."""
-    async with sender:
-        error: Exception | None = None
-        try:
-            async for data in upstream.aiter_raw():
-                recording.got_chunk(data)
-                sender.send_nowait(data)
-        except httpx.TransportError as caught:  # the stream's end, recorded and passed on
-            error = caught
-        recording.finish(error=error)
-        sender.send_nowait(_End(error))
 
 
 class ProxyApp:
@@ -152,25 +117,37 @@ class ProxyApp:
         self.target = _base_url(target)
         self.clock = clock or MonotonicClock()
         self.log = log
-        self.keeper = _Keeper(Path(out), redactor or Redactor(), log)
-        self.pending: set[Recording] = set()
+        self.path = Path(out)
+        self.cassette = Cassette(path=self.path)
+        self._redactor = redactor
+        self._saver = _Saver(self.cassette, self.path)
         self.in_flight = InFlight()
+        self._transport: AsyncRecordingTransport | None = None
         self._client: httpx.AsyncClient | None = None
 
     @property
     def client(self) -> httpx.AsyncClient:
-        """The upstream client (made at startup, or at first use)."""
+        """The upstream client, recording all it receives (made at startup, or at first use)."""
         if self._client is None:
+            self._transport = AsyncRecordingTransport(
+                self.cassette,
+                httpx.AsyncHTTPTransport(),
+                redactor=self._redactor,
+                clock=self.clock,
+                on_recorded=lambda interaction: self.log(f"recorded {_summary(interaction)}"),
+            )
             # No read timeout: a stream may pause for long, and the client has its own.
             timeout = httpx.Timeout(30.0, read=None)
-            self._client = httpx.AsyncClient(timeout=timeout, follow_redirects=False)
+            self._client = httpx.AsyncClient(
+                transport=self._transport, timeout=timeout, follow_redirects=False
+            )
         return self._client
 
     def close(self) -> None:
-        """End the recordings still streaming (as cut short) and save the cassette."""
-        for recording in list(self.pending):
-            recording.finish(truncated=True)
-        self.keeper.save()
+        """End the recordings still streaming (as stopped by the session) and save."""
+        if self._transport is not None:
+            self._transport.tape.finish(0.0)
+        self._saver.save()
 
     async def aclose(self) -> None:
         """`close`, and close the upstream client."""
@@ -185,7 +162,6 @@ class ProxyApp:
             return
         if scope["type"] != "http":
             return
-        start = self.clock.now()
         body = await read_body(receive)
         if body is None:
             return
@@ -201,40 +177,32 @@ class ProxyApp:
             self.log(f"not forwarded: {message}")
             await send_json(send, 502, {"error": {"type": "replay_proxy", "message": message}})
             return
-        recording = Recording(
-            Request.from_httpx(outgoing), self.clock, start, self.keeper.sink, self.pending
-        )
-        recording.got_headers(upstream)
         try:
-            await self._stream(upstream, recording, receive, send)
-        finally:
-            recording.finish(truncated=True)  # the client left, or the server is stopping
+            await self._stream(upstream, receive, send)
+        finally:  # the client left, or the server is stopping: the recording stops here
             with anyio.CancelScope(shield=True):
                 await upstream.aclose()
         try:
-            await anyio.to_thread.run_sync(self.keeper.save)
+            await anyio.to_thread.run_sync(self._saver.save)
         except OSError as error:  # the recording stays in memory: the next save may work
-            self.log(f"cannot save {self.keeper.path}: {error}")
+            self.log(f"cannot save {self.path}: {error}")
 
-    async def _stream(
-        self, upstream: httpx.Response, recording: Recording, receive: Receive, send: Send
-    ) -> None:
+    async def _stream(self, upstream: httpx.Response, receive: Receive, send: Send) -> None:
         headers = passed_on(decoded(upstream.headers.raw))
         await send(
             {"type": "http.response.start", "status": upstream.status_code, "headers": headers}
         )
-        sender, receiver = anyio.create_memory_object_stream[bytes | _End](math.inf)
-        async with anyio.create_task_group() as group, receiver:
+        async with anyio.create_task_group() as group:
             with self.in_flight.tracking(group.cancel_scope):
                 group.start_soon(cancel_on_disconnect, receive, group.cancel_scope)
-                group.start_soon(_pump, upstream, recording, sender)
-                async for item in receiver:
-                    if isinstance(item, bytes):
-                        body = {"type": "http.response.body", "body": item, "more_body": True}
+                try:
+                    async for data in upstream.aiter_raw():
+                        body = {"type": "http.response.body", "body": data, "more_body": True}
                         await send(body)
-                    elif item.error is None:
-                        await send({"type": "http.response.body", "more_body": False})
-                    # else the upstream broke: leave the body unfinished; the client's drops too.
+                except httpx.TransportError:
+                    pass  # the upstream broke: leave the body unfinished; the client's drops too
+                else:
+                    await send({"type": "http.response.body", "more_body": False})
                 group.cancel_scope.cancel()
 
 

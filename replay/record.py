@@ -12,8 +12,8 @@ cancels the reader task (async) or shuts the connection's socket down (sync: a t
 blocked reading a socket is not woken by closing it), then waits briefly for the reader to
 let go, so that the connection is released when the client's close returns.
 
-`Recording` is the shared core: the timeline of one response, finished exactly once, by
-the end of the body, an upstream error, or the client closing early.
+The timeline itself, finished exactly once, and where it goes are the engine's
+(`replay.engine.recorder`): this module only reads upstream bodies, sync and async.
 """
 
 from __future__ import annotations
@@ -33,109 +33,16 @@ import httpx
 from replay._httpmod import async_stream, module_of, sync_stream
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock
-from replay.model import Chunk, Interaction, Request, Response, StreamEnd
+from replay.engine.recorder import Recording, Tape
+from replay.model import Interaction, Request
 from replay.redact import Redactor
 
 __all__ = [
     "AsyncRecordingTransport",
-    "Recording",
     "RecordingTransport",
     "record_async",
     "record_sync",
 ]
-
-#: Called with each finished, redacted interaction (the session appends it to its cassette).
-Sink = Callable[[Interaction], None]
-
-
-class Recording:
-    """The timeline of one response being recorded; finished once, then handed to the sink.
-
-    Args:
-        request: the request as sent (redaction happens in the sink).
-        clock: stamps headers, chunks and the end.
-        start: the clock reading when the request was sent.
-        sink: receives the interaction when the recording finishes.
-        pending: the recordings still streaming; this one joins it once its headers
-            arrived (before that there is nothing to record) and leaves it when finished.
-    """
-
-    def __init__(
-        self,
-        request: Request,
-        clock: Clock,
-        start: float,
-        sink: Sink,
-        pending: set[Recording] | None = None,
-    ) -> None:
-        self.request = request
-        self.pending = pending
-        self.clock = clock
-        self.start = start
-        self.sink = sink
-        self.status = 0
-        self.headers: list[tuple[str, str]] = []
-        self.headers_at = 0.0
-        self.chunks: list[Chunk] = []
-        self._lock = threading.Lock()
-        self.finished = False
-
-    def elapsed(self) -> float:
-        """Seconds since the request was sent."""
-        return max(0.0, self.clock.now() - self.start)
-
-    def got_headers(self, response: Any) -> None:
-        """Note the status line and headers of `response` (an httpx / httpx2 response)."""
-        self.headers_at = self.elapsed()
-        self.status = response.status_code
-        self.headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers.raw]
-        if self.pending is not None:
-            self.pending.add(self)
-
-    def got_chunk(self, data: bytes) -> None:
-        """Note a body chunk, stamped now (ignored once finished)."""
-        at = self.elapsed()
-        with self._lock:
-            if not self.finished:
-                self.chunks.append(Chunk(at, data))
-
-    def finish(self, *, error: BaseException | None = None, truncated: bool = False) -> None:
-        """End the recording now (first call wins) and hand the interaction to the sink."""
-        with self._lock:
-            if self.finished:
-                return
-            self.finished = True
-            chunks = list(self.chunks)
-            if self.pending is not None:
-                self.pending.discard(self)
-        at = max(self.elapsed(), chunks[-1].at if chunks else self.headers_at)
-        end = StreamEnd(
-            at=at,
-            error=None if error is None else type(error).__name__,
-            message="" if error is None else str(error),
-            truncated=truncated,
-        )
-        response = Response(
-            status=self.status,
-            headers=self.headers,
-            headers_at=self.headers_at,
-            chunks=chunks,
-            end=end,
-        )
-        self.sink(Interaction(self.request, response))
-
-
-def _cassette_sink(cassette: Cassette, redactor: Redactor) -> Sink:
-    lock = threading.Lock()
-
-    def sink(interaction: Interaction) -> None:
-        cleaned = redactor.interaction(interaction)
-        if cleaned is None:  # the before_record hook dropped it
-            return
-        with lock:
-            cassette.append(cleaned)
-
-    return sink
 
 
 def _response_like(upstream: Any, stream: Any) -> Any:
@@ -187,12 +94,10 @@ class _Tap:
         self._upstream = upstream
         self._unheard: Exception | None = None  # a sink failure not yet raised to the client
 
-    def _finish(
-        self, *, error: Exception | None = None, truncated: bool = False
-    ) -> Exception | None:
+    def _finish(self, *, error: Exception | None = None, stopped: bool = False) -> Exception | None:
         """Finish the recording (first call wins); the error the body should end with."""
         try:
-            self._recording.finish(error=error, truncated=truncated)
+            self._recording.finish(error=error, stopped_by="client" if stopped else None)
         except Exception as failure:
             self._unheard = failure
             return failure
@@ -259,7 +164,7 @@ class _SyncTap(_Tap):
         if self._closed.is_set():
             return
         self._closed.set()
-        self._finish(truncated=True)
+        self._finish(stopped=True)
         with self._lock:
             # Once the pump stopped reading, the connection may be back in the pool (and in
             # use by another request): only a connection still being read may be shut down.
@@ -347,7 +252,7 @@ class _AsyncTap(_Tap):
         if self._closed:
             return
         self._closed = True
-        self._finish(truncated=True)
+        self._finish(stopped=True)
         self._scope.cancel()
         self._receive.close()
         # Wait (briefly, whatever the caller's cancellation) for the pump to let go of the
@@ -357,39 +262,42 @@ class _AsyncTap(_Tap):
         self._raise_unheard()
 
 
+def _headers_of(upstream: Any) -> list[tuple[str, str]]:
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in upstream.headers.raw]
+
+
 def record_sync(
-    request: Any,
-    send: Callable[[Any], Any],
-    sink: Sink,
-    *,
-    clock: Clock | None = None,
-    pending: set[Recording] | None = None,
+    request: Any, send: Callable[[Any], Any], tape: Tape, *, clock: Clock | None = None
 ) -> Any:
-    """Send `request` with `send` (a real transport's handle_request) and record the answer."""
+    """Send `request` with `send` (a real transport's handle_request) and record the answer
+    onto `tape`."""
     clock = clock or MonotonicClock()
     start = clock.now()
     request.read()
-    recording = Recording(Request.from_httpx(request), clock, start, sink, pending)
-    upstream = send(request)
-    recording.got_headers(upstream)
+    recording = tape.start(Request.from_httpx(request), clock, start)
+    try:
+        upstream = send(request)
+    except BaseException as error:
+        recording.finish(error=error)
+        raise
+    recording.got_headers(upstream.status_code, _headers_of(upstream))
     return _response_like(upstream, sync_stream(module_of(upstream), _SyncTap(recording, upstream)))
 
 
 async def record_async(
-    request: Any,
-    send: Callable[[Any], Awaitable[Any]],
-    sink: Sink,
-    *,
-    clock: Clock | None = None,
-    pending: set[Recording] | None = None,
+    request: Any, send: Callable[[Any], Awaitable[Any]], tape: Tape, *, clock: Clock | None = None
 ) -> Any:
     """Async twin of `record_sync`."""
     clock = clock or MonotonicClock()
     start = clock.now()
     await request.aread()
-    recording = Recording(Request.from_httpx(request), clock, start, sink, pending)
-    upstream = await send(request)
-    recording.got_headers(upstream)
+    recording = tape.start(Request.from_httpx(request), clock, start)
+    try:
+        upstream = await send(request)
+    except BaseException as error:
+        recording.finish(error=error)
+        raise
+    recording.got_headers(upstream.status_code, _headers_of(upstream))
     return _response_like(
         upstream, async_stream(module_of(upstream), _AsyncTap(recording, upstream))
     )
@@ -402,16 +310,28 @@ class RecordingTransport(httpx.BaseTransport):
         cassette: receives each interaction, redacted, when its body ends.
         inner: the real transport, e.g. `httpx.HTTPTransport()`.
         redactor: what to scrub before anything is stored (default: credentials).
+        clock: stamps the recorded timeline (default: the real monotonic clock).
+        on_recorded: called with each interaction once it is stored (e.g. to log it).
     """
 
-    def __init__(self, cassette: Cassette, inner: Any, *, redactor: Redactor | None = None) -> None:
+    def __init__(
+        self,
+        cassette: Cassette,
+        inner: Any,
+        *,
+        redactor: Redactor | None = None,
+        clock: Clock | None = None,
+        on_recorded: Callable[[Interaction], None] | None = None,
+    ) -> None:
         self.cassette = cassette
         self.inner = inner
-        self._sink = _cassette_sink(cassette, redactor or Redactor())
+        self.clock = clock
+        #: Where recordings go: redacted, then appended to `cassette`.
+        self.tape = Tape(cassette, redactor, on_recorded=on_recorded)
 
     def handle_request(self, request: Any) -> Any:
         """Send through `inner`, recording the response as it streams."""
-        return record_sync(request, self.inner.handle_request, self._sink)
+        return record_sync(request, self.inner.handle_request, self.tape, clock=self.clock)
 
     def close(self) -> None:
         """Close the inner transport."""
@@ -421,14 +341,26 @@ class RecordingTransport(httpx.BaseTransport):
 class AsyncRecordingTransport(httpx.AsyncBaseTransport):
     """Async twin of `RecordingTransport`: wraps a real async transport."""
 
-    def __init__(self, cassette: Cassette, inner: Any, *, redactor: Redactor | None = None) -> None:
+    def __init__(
+        self,
+        cassette: Cassette,
+        inner: Any,
+        *,
+        redactor: Redactor | None = None,
+        clock: Clock | None = None,
+        on_recorded: Callable[[Interaction], None] | None = None,
+    ) -> None:
         self.cassette = cassette
         self.inner = inner
-        self._sink = _cassette_sink(cassette, redactor or Redactor())
+        self.clock = clock
+        #: Where recordings go: redacted, then appended to `cassette`.
+        self.tape = Tape(cassette, redactor, on_recorded=on_recorded)
 
     async def handle_async_request(self, request: Any) -> Any:
         """Send through `inner`, recording the response as it streams."""
-        return await record_async(request, self.inner.handle_async_request, self._sink)
+        return await record_async(
+            request, self.inner.handle_async_request, self.tape, clock=self.clock
+        )
 
     async def aclose(self) -> None:
         """Close the inner transport."""

@@ -7,12 +7,15 @@ requests match on method, path, query and body (`SERVE_MATCH_ON`). The recorded 
 headers leave at their recorded time, each chunk at its absolute deadline as its own
 `http.response.body` message, and then the body ends as it did live: cleanly; by dropping the
 connection (the app returns without finishing the response, and uvicorn closes it); or, for a
-recorded timeout, by stalling until the client gives up, as the live client did.
+recorded timeout, by stalling until the client gives up, as the live client did. It is a shell
+over the engine: the `Player` finds the answer and applies the faults (`--fault`), the
+`Stepper` says what is due when; a stall fault is a silence the client's own read timeout
+measures.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Iterable
 from pathlib import Path
 
 import anyio
@@ -38,8 +41,10 @@ from replay._asgi import (
 )
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
+from replay.engine import Data, Head, Player, Stepper, Wait
+from replay.errors import CassetteMismatchError
+from replay.faults import FaultLike, coerce
 from replay.model import Request, Response
-from replay.playback import mismatch_error
 from replay.redact import Redactor
 
 __all__ = ["SERVE_MATCH_ON", "ReplayApp", "serve"]
@@ -71,6 +76,7 @@ class ReplayApp:
         speed: 1 = as recorded, 10 = ten times faster, "instant" = no waiting.
         redactor: applied to each request before matching, as it was before recording.
         clock: the clock to wait on (default: the real monotonic clock).
+        faults: `replay.faults` values or specs applied to what is served.
         log: receives one line per request.
     """
 
@@ -81,12 +87,13 @@ class ReplayApp:
         speed: SpeedLike = 1.0,
         redactor: Redactor | None = None,
         clock: Clock | None = None,
+        faults: Iterable[FaultLike] = (),
         log: Log = stderr,
     ) -> None:
         self.cassette = cassette
         self.speed = parse_speed(speed)
-        self.redactor = redactor or Redactor()
         self.clock = clock or MonotonicClock()
+        self.player = Player(cassette, redactor=redactor, faults=faults)
         self.log = log
         self.in_flight = InFlight()
 
@@ -98,57 +105,56 @@ class ReplayApp:
         if scope["type"] != "http":
             return
         # The recorded times count from the moment the request was sent.
-        schedule = None if math.isinf(self.speed) else Schedule(self.clock.now(), self.speed)
+        schedule = Schedule.starting_now(self.speed, self.clock)
         body = await read_body(receive)
         if body is None:
             return
         host, port = scope.get("server") or ("127.0.0.1", 0)
-        wanted = self.redactor.request(
-            Request(
-                method=scope["method"],
-                url=f"http://{host}:{port}{path_and_query(scope)}",
-                headers=decoded(scope["headers"]),
-                body=body,
-            )
+        request = Request(
+            method=scope["method"],
+            url=f"http://{host}:{port}{path_and_query(scope)}",
+            headers=decoded(scope["headers"]),
+            body=body,
         )
-        index = self.cassette.find(wanted)
-        if index is None:
-            message = _without_hint(str(mismatch_error(self.cassette, wanted, "none")))
+        try:
+            played = self.player.take(request)
+        except CassetteMismatchError as mismatch:
+            message = _without_hint(str(mismatch))
             self.log("404: " + message.replace("\n", "\n  "))
             error = {"type": "replay_mismatch", "message": message}
             await send_json(send, 404, {"error": error})
             return
-        response = self.cassette.interactions[index].response
+        response = played.response
         self.log(
-            f"{wanted.method} {path_and_query(scope)}: interaction {index}, "
+            f"{request.method} {path_and_query(scope)}: interaction {played.index}, "
             f"{response.status}, {count(response.chunks, 'chunk')}"
         )
+        stepper = Stepper(response, schedule)
         async with anyio.create_task_group() as group:
             with self.in_flight.tracking(group.cancel_scope):
                 group.start_soon(cancel_on_disconnect, receive, group.cancel_scope)
-                await self._play(response, schedule, send)
+                await self._play(stepper, send)
                 group.cancel_scope.cancel()
 
-    async def _play(self, response: Response, schedule: Schedule | None, send: Send) -> None:
-        await self._until(schedule, response.headers_at)
-        headers = _replayed_headers(response)
-        await send({"type": "http.response.start", "status": response.status, "headers": headers})
-        for chunk in response.chunks:
-            await self._until(schedule, chunk.at)
-            await send({"type": "http.response.body", "body": chunk.data, "more_body": True})
-        await self._until(schedule, response.end.at)
-        error = response.end.error
-        if error is None:
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        elif error.endswith("Timeout"):
-            await anyio.sleep_forever()  # the live client gave up waiting; so will this one
-        # Any other error: leave the body unfinished, so that uvicorn drops the connection.
-
-    async def _until(self, schedule: Schedule | None, at: float) -> None:
-        if schedule is not None:
-            delay = schedule.delay(at, self.clock.now())
-            if delay > 0:
-                await self.clock.asleep(delay)
+    async def _play(self, stepper: Stepper, send: Send) -> None:
+        while True:
+            step = stepper.next(0.0 if stepper.instant else self.clock.now())
+            if isinstance(step, Wait):
+                await self.clock.asleep(step.seconds)
+            elif isinstance(step, Head):
+                response = stepper.response
+                headers = _replayed_headers(response)
+                start = {"type": "http.response.start", "status": response.status}
+                await send({**start, "headers": headers})
+            elif isinstance(step, Data):
+                await send({"type": "http.response.body", "body": step.data, "more_body": True})
+            else:
+                if step.error is None:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                elif step.error.endswith("Timeout"):
+                    await anyio.sleep_forever()  # the live client gave up waiting; so will this
+                # Any other error: leave the body unfinished, so that uvicorn drops the connection.
+                return
 
 
 def serve(
@@ -157,6 +163,7 @@ def serve(
     port: int = 8080,
     speed: SpeedLike = 1.0,
     repeat: bool = False,
+    faults: Iterable[FaultLike] = (),
     log: Log = stderr,
 ) -> None:
     """Serve a cassette over HTTP on 127.0.0.1 until SIGINT or SIGTERM.
@@ -166,15 +173,17 @@ def serve(
         port: the port to listen on; 0 picks a free one (the start line tells which).
         speed: 1 = as recorded, 10 = ten times faster, "instant" = no waiting.
         repeat: let an interaction answer more than once.
+        faults: faults (or specs such as "cut(after_events=3)") applied to what is served.
         log: receives the start line and one line per request (default: stderr).
 
     Raises:
-        ConfigurationError: a bad speed or port, or uvicorn is not installed.
+        ConfigurationError: a bad speed, port or fault, or uvicorn is not installed.
         CassetteFormatError, OSError: the cassette cannot be read, or the port is taken.
     """
     require_uvicorn()
     factor = parse_speed(speed)
+    chosen = coerce(faults)
     cassette = Cassette.load(cassette_path, match_on=SERVE_MATCH_ON, allow_playback_repeats=repeat)
-    app = ReplayApp(cassette, speed=factor, log=log)
+    app = ReplayApp(cassette, speed=factor, faults=chosen, log=log)
     with listen(port) as sock:
         run(app, sock, log, f"serving {cassette_path} on http://127.0.0.1:{sock.getsockname()[1]}")

@@ -1,10 +1,13 @@
 """`use_cassette`: the record-mode policy and the life of a cassette around a block of code.
 
 On enter: load the cassette (if its file exists), decide what may be replayed and what may
-be recorded, and route every httpx / httpx2 transport through this session. Each request is
-then replayed, recorded, or refused with `CassetteMismatchError`. On exit: restore the
-transports, and if anything was recorded, save under an inter-process lock, merging with
-what other processes saved meanwhile.
+be recorded, and route the httpx / httpx2 traffic of this context (task or thread, and the
+threads it starts: see `replay.patch`) through this session. Each request is then replayed
+(the engine's `Player`), recorded (onto the engine's `Tape`), or refused with
+`CassetteMismatchError`. On exit: stop routing, wait (at most `finish_timeout`) for the
+recordings still streaming, end what is still open as stopped by the session, and if
+anything was recorded, merge it into the file under an inter-process lock
+(`replay.store.merge`).
 
 Record modes (vcrpy's):
     none          replay only; an unmatched request raises before any connection is attempted.
@@ -22,23 +25,26 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar, cast
 
+import anyio
+
 from replay import patch
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
+from replay.engine import Played, Player, Tape
 from replay.errors import CassetteMismatchError, ConfigurationError
-from replay.faults import Fault, FaultLike, Injector, Outcome, coerce
+from replay.faults import Fault, FaultLike, Injector, coerce
 from replay.matching import DEFAULT_MATCH_ON, MatchIndex, MatchOn
-from replay.model import Interaction, Request, Response
-from replay.playback import mismatch_error, play_async, play_sync, played_for
-from replay.record import Recording, record_async, record_sync
+from replay.model import Interaction, Request
+from replay.playback import play_async, play_sync
+from replay.record import record_async, record_sync
 from replay.redact import Redactor
-from replay.store import file_lock, load_interactions, save_interactions
+from replay.store import load_interactions, merge
 from replay.vtime import RealClock, VirtualTime
 
 __all__ = [
@@ -81,6 +87,10 @@ def forced_record_mode(record_mode: str) -> Iterator[None]:
         _forced_mode.pop()
 
 
+#: Seconds a session's exit waits, by default, for recordings still streaming.
+DEFAULT_FINISH_TIMEOUT = 5.0
+_FINISH_POLL = 0.005
+
 _WHY_NOT_RECORDED = {
     "none": "Record mode 'none' only replays: it never records.",
     "once": "Record mode 'once' only replays, because the cassette file already existed.",
@@ -104,10 +114,17 @@ class CassetteSession:
         redactor: Redactor | None = None,
         clock: Clock | None = None,
         faults: Iterable[FaultLike] = (),
+        finish_timeout: float = DEFAULT_FINISH_TIMEOUT,
     ) -> None:
         if record_mode not in RECORD_MODES:
             raise ConfigurationError(
                 f"unknown record mode {record_mode!r}: use one of {', '.join(RECORD_MODES)}"
+            )
+        if isinstance(finish_timeout, bool) or not isinstance(finish_timeout, (int, float)):
+            raise ConfigurationError(f"finish_timeout must be seconds, not {finish_timeout!r}")
+        if not 0 <= finish_timeout < float("inf"):
+            raise ConfigurationError(
+                f"finish_timeout must be a finite number of seconds >= 0, not {finish_timeout!r}"
             )
         MatchIndex([], match_on=match_on)  # validates matcher names now, not at first request
         self.path = Path(path)
@@ -127,47 +144,37 @@ class CassetteSession:
         self._record_clock: Clock | None = RealClock() if self.virtual_time else None
         #: The faults applied to what this session replays (the pytest plugin reports them).
         self.faults: tuple[Fault, ...] = coerce(faults)
-        #: The faults with the attempts each interaction had in the current (or last) use.
-        self.injector = Injector(self.faults)
-        self._answered: set[int] = set()  # interactions a status fault answered
+        #: Seconds the exit waits for recordings still streaming before it ends them.
+        self.finish_timeout = float(finish_timeout)
         self.cassette: Cassette | None = None
+        self._player: Player | None = None
+        self._tape: Tape | None = None
         self._may_replay = False
         self._may_record = False
         self._loaded = 0
-        self._lock = threading.Lock()
-        self._pending: set[Recording] = set()
+        self._last_player: Player | None = None
         #: Whether the last exit wrote the cassette file.
         self.saved = False
-        #: The mismatches raised in the current (or last) use, even if the client swallowed
-        #: them (an SDK may wrap or retry): the pytest plugin reports them on failure.
-        self.mismatches: list[CassetteMismatchError] = []
+
+    @property
+    def injector(self) -> Injector:
+        """The faults with the attempts each interaction had in the current (or last) use."""
+        player = self._player or self._last_player
+        return player.injector if player is not None else Injector(self.faults)
+
+    @property
+    def mismatches(self) -> list[CassetteMismatchError]:
+        """The mismatches raised in the current (or last) use, even if the client swallowed
+        them (an SDK may wrap or retry): the pytest plugin reports them on failure."""
+        player = self._player or self._last_player
+        return player.mismatches if player is not None else []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def __enter__(self) -> Cassette:
-        if self.cassette is not None:
-            raise ConfigurationError(f"cassette {str(self.path)!r} is already in use")
-        self.saved = False
-        self.mismatches = []
-        self.injector = Injector(self.faults)
-        self._answered = set()
-        existed = self.path.exists()
-        interactions = load_interactions(self.path) if existed else []
-        self._loaded = len(interactions)
-        self.record_mode = _forced_mode[-1] if _forced_mode else self._requested_mode
-        mode = self.record_mode
-        self._may_replay = mode in ("none", "new_episodes") or (mode == "once" and existed)
-        self._may_record = mode in ("new_episodes", "all") or (mode == "once" and not existed)
-        self.cassette = Cassette(
-            interactions,
-            path=self.path,
-            match_on=self.match_on,
-            allow_playback_repeats=self.allow_playback_repeats,
-        )
-        if isinstance(self.clock, VirtualTime):
-            self.clock.__enter__()
+        cassette = self._open()
         patch.install(self)
-        return self.cassette
+        return cassette
 
     def __exit__(
         self,
@@ -176,24 +183,10 @@ class CassetteSession:
         traceback: TracebackType | None,
     ) -> None:
         patch.uninstall(self)
-        if isinstance(self.clock, VirtualTime):
-            self.clock.__exit__(None, None, None)
-        try:
-            for recording in list(self._pending):
-                # A request that never got its headers (connection refused, or still waiting
-                # in another thread) has nothing to record; a body still streaming ends here.
-                if recording.status:
-                    recording.finish(truncated=True)
-                else:
-                    self._pending.discard(recording)
-        finally:
-            cassette, self.cassette = self.cassette, None
-        assert cassette is not None
-        for index in self._answered:  # asked for, answered by a fault: not stale
-            cassette.play_counts[index] = max(1, cassette.play_counts[index])
-        if cassette.recorded:
-            self._save(cassette)
-            self.saved = True
+        tape = self._tape
+        if tape is not None:
+            tape.finish(self._finish_wait())
+        self._close()
 
     async def __aenter__(self) -> Cassette:
         return self.__enter__()
@@ -204,7 +197,80 @@ class CassetteSession:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self.__exit__(exc_type, exc, traceback)
+        patch.uninstall(self)
+        tape = self._tape
+        if tape is not None:
+            # Wait without blocking the event loop: an async recording may be read on it.
+            deadline = time.monotonic() + self.finish_timeout
+            while tape.open and time.monotonic() < deadline:
+                await anyio.sleep(_FINISH_POLL)
+            tape.finish(0.0)
+        self._close()
+
+    def _finish_wait(self) -> float:
+        """How long a sync exit may block for recordings still streaming: not at all on a
+        thread running an event loop (an async recording there could not progress)."""
+        try:
+            import asyncio
+
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self.finish_timeout
+        return 0.0
+
+    def _open(self) -> Cassette:
+        if self.cassette is not None:
+            raise ConfigurationError(f"cassette {str(self.path)!r} is already in use")
+        self.saved = False
+        existed = self.path.exists()
+        interactions = load_interactions(self.path) if existed else []
+        self._loaded = len(interactions)
+        self.record_mode = _forced_mode[-1] if _forced_mode else self._requested_mode
+        mode = self.record_mode
+        self._may_replay = mode in ("none", "new_episodes") or (mode == "once" and existed)
+        self._may_record = mode in ("new_episodes", "all") or (mode == "once" and not existed)
+        cassette = Cassette(
+            interactions,
+            path=self.path,
+            match_on=self.match_on,
+            allow_playback_repeats=self.allow_playback_repeats,
+        )
+        # Only what was loaded replays: what this session records is not played back to it.
+        self._player = Player(
+            cassette,
+            redactor=self.redactor,
+            faults=self.faults,
+            record_mode=mode,
+            replayable=self._loaded,
+        )
+        self._tape = Tape(cassette, self.redactor)
+        self.cassette = cassette
+        if isinstance(self.clock, VirtualTime):
+            self.clock.__enter__()
+        return cassette
+
+    def _close(self) -> None:
+        if isinstance(self.clock, VirtualTime):
+            self.clock.__exit__(None, None, None)
+        cassette, player = self.cassette, self._player
+        self.cassette, self._player, self._tape = None, None, None
+        assert cassette is not None
+        assert player is not None
+        self._last_player = player
+        player.settle()
+        if cassette.recorded:
+            # "all": re-recorded requests replace their old answers.
+            replace = self.match_on if self.record_mode == "all" else None
+            merge(self.path, cassette.recorded, replacing=replace)
+            self.saved = True
+
+    def after_fork(self) -> None:
+        """In a forked child: forget what the parent recorded (the parent saves it) and its
+        streams in flight (their threads did not survive the fork)."""
+        if self.cassette is not None:
+            self.cassette.recorded.clear()
+        if self._tape is not None:
+            self._tape.forget()
 
     def __call__(self, function: F) -> F:
         """Decorate a sync or async function: each call runs inside a fresh session."""
@@ -235,76 +301,46 @@ class CassetteSession:
             redactor=self.redactor,
             clock=None if self.virtual_time else self.clock,
             faults=self.faults,
+            finish_timeout=self.finish_timeout,
         )
-
-    def _save(self, cassette: Cassette) -> None:
-        recorded = list(cassette.recorded)
-        with file_lock(self.path):
-            # Re-read: another process (an xdist worker) may have saved since we loaded.
-            base = load_interactions(self.path) if self.path.exists() else []
-            if self.record_mode == "all":  # re-recorded requests replace their old answers
-                index = MatchIndex([], match_on=self.match_on)
-                fresh = {index.key(interaction.request) for interaction in recorded}
-                base = [i for i in base if index.key(i.request) not in fresh]
-            save_interactions(self.path, [*base, *recorded])
 
     # -- routing (called by the patched transports) --------------------------------------------
 
-    def _lookup(self, request: Any) -> Response | Outcome | None:
-        """What replays `request` (with faults: this attempt's outcome), None to record it;
-        or raise a mismatch."""
+    def _played(self, request: Any) -> Played | None:
+        """What replays `request` (a read httpx / httpx2 request), None to record it; or
+        raise a mismatch."""
         if not self._may_replay:  # record mode "all", or "once" without a file
             return None
-        cassette = self.cassette
-        assert cassette is not None
-        wanted = self.redactor.request(Request.from_httpx(request))
-        with self._lock:
-            # Only what was loaded replays: what this session records is not played back to it.
-            index = cassette.find(wanted, among_first=self._loaded)
-        if index is not None:
-            return self._played(cassette, index, wanted)
-        if not self._may_record:
-            reason = _WHY_NOT_RECORDED.get(self.record_mode, "")
-            error = mismatch_error(cassette, wanted, self.record_mode, reason)
-            self.mismatches.append(error)
-            raise error
-        return None
+        player = self._player
+        assert player is not None
+        wanted = Request.from_httpx(request)
+        if self._may_record:
+            return player.find(wanted)
+        return player.take(wanted, reason=_WHY_NOT_RECORDED.get(self.record_mode, ""))
 
-    def _played(self, cassette: Cassette, index: int, wanted: Request) -> Response | Outcome:
-        played = played_for(cassette, index, wanted, self.injector, self._lock)
-        if isinstance(played, Outcome) and played.answered_by is not None:
-            self._answered.add(index)  # asked for and answered: counts as played at exit
-        return played
-
-    def _sink(self, interaction: Interaction) -> None:
-        cleaned = self.redactor.interaction(interaction)
-        if cleaned is None:  # the before_record hook dropped it
-            return
-        with self._lock:
-            if self.cassette is not None:
-                self.cassette.append(cleaned)
+    def _tape_now(self) -> Tape:
+        tape = self._tape
+        if tape is None:  # the session ended while this request was on its way
+            raise ConfigurationError(f"cassette {str(self.path)!r} is no longer in use")
+        return tape
 
     def handle(self, request: Any, send: patch.Send) -> Any:
         """Replay, record or refuse a sync request (see the record modes)."""
         schedule = Schedule.starting_now(self.speed, self.clock)
         request.read()
-        played = self._lookup(request)
+        played = self._played(request)
         if played is not None:
             return play_sync(request, played, schedule, self.clock)
-        return record_sync(
-            request, send, self._sink, clock=self._record_clock, pending=self._pending
-        )
+        return record_sync(request, send, self._tape_now(), clock=self._record_clock)
 
     async def ahandle(self, request: Any, send: patch.AsyncSend) -> Any:
         """Replay, record or refuse an async request (see the record modes)."""
         schedule = Schedule.starting_now(self.speed, self.clock)
         await request.aread()
-        played = self._lookup(request)
+        played = self._played(request)
         if played is not None:
             return await play_async(request, played, schedule, self.clock)
-        return await record_async(
-            request, send, self._sink, clock=self._record_clock, pending=self._pending
-        )
+        return await record_async(request, send, self._tape_now(), clock=self._record_clock)
 
 
 def use_cassette(
@@ -319,6 +355,7 @@ def use_cassette(
     before_record: Callable[[Interaction], Interaction | None] | None = None,
     clock: Clock | None = None,
     faults: Iterable[FaultLike] = (),
+    finish_timeout: float = DEFAULT_FINISH_TIMEOUT,
 ) -> CassetteSession:
     """Record to or replay from the cassette at `path` every httpx / httpx2 request made inside.
 
@@ -342,6 +379,10 @@ def use_cassette(
         clock: the clock replay waits on (a `VirtualClock` in tests of timing logic).
         faults: `replay.faults` values (or specs such as "cut(after_events=5)") applied to
             every replayed interaction they target, e.g. `[faults.status(429, times=1)]`.
+        finish_timeout: how long (seconds, default 5) leaving the session waits for
+            recordings still streaming (another thread or task reading them). What ends in
+            time is saved whole; the rest is saved as far as it got, its end marked
+            `stopped_by="session"`.
 
     Raises:
         ConfigurationError: a bad record mode, speed, matcher or fault.
@@ -356,4 +397,5 @@ def use_cassette(
         redactor=Redactor(redact_headers, redact_query_parameters, before_record),
         clock=clock,
         faults=faults,
+        finish_timeout=finish_timeout,
     )

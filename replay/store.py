@@ -34,7 +34,8 @@ from typing import Any
 import msgpack
 
 from replay.errors import CassetteFormatError
-from replay.model import Chunks, Interaction, Request, Response, StreamEnd
+from replay.matching import MatchIndex
+from replay.model import STOPPERS, Chunks, Interaction, Request, Response, StreamEnd
 
 __all__ = [
     "FORMAT_NAME",
@@ -42,6 +43,7 @@ __all__ = [
     "dumps",
     "file_lock",
     "load_interactions",
+    "merge",
     "save_interactions",
 ]
 
@@ -108,11 +110,17 @@ def _chunks(value: object, where: str) -> Chunks:
 def _end(value: object, where: str) -> StreamEnd:
     doc: dict[Any, Any] = _expect(value, dict, where)
     error = _field(doc, "error", (str, type(None)), where)
+    truncated = _field(doc, "truncated", bool, where)
+    # Optional (files before it was written say only "truncated", which meant the client).
+    stopped_by = doc.get("stopped_by", "client" if truncated else None)
+    if stopped_by not in STOPPERS or (stopped_by is None) == truncated:
+        raise _Bad(f"{where}: stopped_by {stopped_by!r} does not fit truncated={truncated}")
     return StreamEnd(
         at=_field(doc, "at", (int, float), where),
         error=error,
         message=_field(doc, "message", str, where),
-        truncated=_field(doc, "truncated", bool, where),
+        truncated=truncated,
+        stopped_by=stopped_by,
     )
 
 
@@ -218,6 +226,9 @@ def _document(interactions: Sequence[Interaction]) -> dict[str, Any]:
                 "error": end.error,
                 "message": end.message,
                 "truncated": end.truncated,
+                **(
+                    {"stopped_by": end.stopped_by} if end.stopped_by not in (None, "client") else {}
+                ),
             },
         }
 
@@ -315,3 +326,30 @@ def file_lock(path: str | Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def merge(
+    path: str | Path,
+    recorded: Sequence[Interaction],
+    *,
+    replacing: Sequence[Any] | None = None,
+) -> None:
+    """Add `recorded` to the cassette at `path` (created if missing), under the file lock.
+
+    The file is read again under the lock, so what other processes (xdist workers, the
+    processes of `replay record`) saved meanwhile is kept.
+
+    Args:
+        path: the cassette file.
+        recorded: the interactions to add, in order, after those the file holds.
+        replacing: matchers (`match_on`): what the file holds for a request that
+            `recorded` has too is dropped first (record mode "all"); None keeps everything.
+    """
+    path = Path(path)
+    with file_lock(path):
+        base = load_interactions(path) if path.exists() else []
+        if replacing is not None:
+            index = MatchIndex([], match_on=replacing)
+            fresh = {index.key(interaction.request) for interaction in recorded}
+            base = [i for i in base if index.key(i.request) not in fresh]
+        save_interactions(path, [*base, *recorded])

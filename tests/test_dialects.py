@@ -31,6 +31,7 @@ from replay.dialects import (
 )
 from replay.dialects._common import tokenize
 from replay.errors import ConfigurationError
+from replay.model import Chunk, StreamEnd
 from replay.sse import parse
 
 TEXT = "Hello there, how may I assist you today?"
@@ -509,10 +510,20 @@ def test_an_interaction_ended_by_an_error_is_truncated() -> None:
     assert "ReadTimeout: timed out" in violation.message
 
 
-def test_an_interaction_the_client_closed_early_is_truncated() -> None:
+def test_a_client_that_closed_after_the_last_event_stopped_a_whole_stream() -> None:
     interaction = full_anthropic()
     end = attrs.evolve(interaction.response.end, truncated=True)
-    assert rules(attrs.evolve(interaction.response, end=end)) == {"stream.truncated"}
+    assert rules(attrs.evolve(interaction.response, end=end)) == set()
+
+
+@pytest.mark.parametrize("stopped_by", ["client", "session"])
+def test_an_interaction_stopped_before_its_last_event_is_truncated(stopped_by: str) -> None:
+    response = full_anthropic().response
+    events = response.body.split(b"\n\n")
+    cut = b"\n\n".join(events[:4]) + b"\n\n"
+    end = StreamEnd(at=response.end.at, truncated=True, stopped_by=stopped_by)
+    stopped = attrs.evolve(response, chunks=[Chunk(response.end.at, cut)], end=end)
+    assert rules(stopped) == {"stream.truncated"}
 
 
 def test_the_utf8_violation_names_the_event_holding_the_bad_byte() -> None:

@@ -28,7 +28,8 @@ from flavours import ABANDONED_HTTPX_GENERATORS, FLAVOURS, HTTPX_FLAVOURS, LIBRA
 import replay
 from replay import Cassette, Interaction
 from replay._origin import Origin, Script
-from replay.record import Recording, record_sync
+from replay.engine import Tape
+from replay.record import record_sync
 
 # SSE chunks cutting an event line in two and "é" (b"\xc3\xa9") between its two bytes.
 CUT_CHUNKS = (
@@ -495,19 +496,17 @@ def test_a_request_that_gets_no_response_records_nothing(flavour: tuple[str, str
     assert cassette.interactions == []
 
 
-def test_a_request_that_gets_no_response_is_never_pending() -> None:
-    pending: set[Recording] = set()
-    recorded: list[Interaction] = []
+def test_a_request_that_gets_no_response_is_never_in_flight() -> None:
+    cassette = Cassette()
+    tape = Tape(cassette)
 
     def refuse(request: Any) -> Any:
         raise httpx.ConnectError("refused", request=request)
 
     with pytest.raises(httpx.ConnectError):
-        record_sync(
-            httpx.Request("GET", "http://x.test/"), refuse, recorded.append, pending=pending
-        )
-    assert pending == set()
-    assert recorded == []
+        record_sync(httpx.Request("GET", "http://x.test/"), refuse, tape)
+    assert tape.open == 0
+    assert cassette.interactions == []
 
 
 # -- round trip ----------------------------------------------------------------------------------

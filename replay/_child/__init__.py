@@ -264,7 +264,7 @@ class ChildSession:
         """Enter the session; stop it at exit, on SIGTERM / SIGHUP, and in forked children."""
         self.session.__enter__()
         if self._reporter is not None:
-            patch.install(self._reporter)  # innermost: it sees each request first
+            patch.set_front(self.session, self._reporter)  # it sees each request first
         atexit.register(self.stop)
         for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
             # Only where the default (die at once, saving nothing) is in force: a handler or
@@ -286,7 +286,7 @@ class ChildSession:
                 signal.signal(signum, signal.SIG_IGN)
         try:
             if self._reporter is not None:
-                patch.uninstall(self._reporter)
+                patch.set_front(self.session, None)
                 self._reporter.flush()
             self.session.__exit__(None, None, None)
         finally:
@@ -302,10 +302,8 @@ class ChildSession:
     def _after_fork(self) -> None:
         # A forked child starts with copies of what the parent recorded, which the parent
         # saves itself, and of its streams in flight, whose threads did not survive the fork.
+        self.session.after_fork()
         cassette = self.session.cassette
-        if cassette is not None:
-            cassette.recorded.clear()
-        self.session._pending.clear()
         if self.parts_dir is not None:
             self.session.path = part_path(self.parts_dir)
             if cassette is not None:

@@ -16,7 +16,14 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from replay.dialects import anthropic, chat, responses
-from replay.dialects._common import EventLike, StreamLike, ToolCall, Violation, read
+from replay.dialects._common import (
+    EventLike,
+    StreamLike,
+    ToolCall,
+    Violation,
+    read,
+    without_truncation,
+)
 from replay.errors import ConfigurationError
 
 __all__ = [
@@ -138,5 +145,14 @@ def validate(stream: StreamLike, dialect: Dialect | None = None) -> list[Violati
     dialect = dialect or _detect(parsed.events)
     violations = list(parsed.violations)
     if dialect is not None:
-        violations += _CHECKS[dialect](parsed.events, truncated=parsed.truncated)
+        check = _CHECKS[dialect]
+        found = check(parsed.events, truncated=parsed.truncated)
+        if parsed.client_stop:
+            # A client that closed after the stream's last event (before the chunked
+            # terminator, as many do after `[DONE]`) stopped a whole stream: if the rules of
+            # its end hold, nothing was cut.
+            whole = check(parsed.events, truncated=False)
+            if len(whole) == len(found):
+                violations, found = list(without_truncation(parsed)), whole
+        violations += found
     return sorted(violations, key=lambda v: (v.index is None, v.index or 0))

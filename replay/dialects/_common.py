@@ -115,6 +115,9 @@ class Parsed:
 
     events: tuple[EventLike, ...]
     violations: tuple[Violation, ...] = ()
+    #: The recording ended because the client closed the response, not by a server's error;
+    #: the stream may yet be whole (a client closes after the last event).
+    client_stop: bool = False
 
     @property
     def truncated(self) -> bool:
@@ -133,11 +136,24 @@ def read(stream: StreamLike) -> Parsed:
         parsed = _read_body(body)
         end = stream.end
         if end.error is not None or end.truncated:
-            why = f"{end.error}: {end.message}" if end.error else "the client closing it early"
+            client_stop = end.error is None and end.stopped_by == "client" and not parsed.truncated
+            why = f"{end.error}: {end.message}" if end.error else _STOPS[end.stopped_by or ""]
             violation = Violation("stream.truncated", f"the stream ended with {why}", None)
-            parsed = attrs.evolve(parsed, violations=(*_without_truncation(parsed), violation))
+            violations = (*_without_truncation(parsed), violation)
+            parsed = attrs.evolve(parsed, violations=violations, client_stop=client_stop)
         return parsed
     return Parsed(events=tuple(stream))
+
+
+_STOPS = {
+    "client": "the client closing it early",
+    "session": "the session ending while it still streamed",
+}
+
+
+def without_truncation(parsed: Parsed) -> tuple[Violation, ...]:
+    """The violations of `parsed` but `stream.truncated`."""
+    return _without_truncation(parsed)
 
 
 def _without_truncation(parsed: Parsed) -> tuple[Violation, ...]:

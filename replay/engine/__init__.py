@@ -1,0 +1,27 @@
+"""The engine: all the logic of record and replay, pure, with no I/O and no clock of its own.
+
+    Player    redact → match → faults → what plays (one lock, one play bookkeeping)
+    Stepper   next(now) → Wait(seconds) | Head | Data(bytes) | End(error)
+    Tape      Recording: chunk(at, bytes) … end → Interaction, redacted, onto a cassette
+
+The shells (the httpx/httpx2 transports, the session, `replay serve`, `replay play` and
+`replay proxy`) do the I/O and the waiting, each its own way.
+"""
+
+from replay.engine.player import Played, Player
+from replay.engine.recorder import Recording, Tape
+from replay.engine.stepper import Data, End, Head, Step, Stepper, Wait, read_timeouts
+
+__all__ = [
+    "Data",
+    "End",
+    "Head",
+    "Played",
+    "Player",
+    "Recording",
+    "Step",
+    "Stepper",
+    "Tape",
+    "Wait",
+    "read_timeouts",
+]

@@ -1,0 +1,140 @@
+"""The Player: which recorded response answers a request, and what it plays.
+
+`Player.take` is the one way an answer is found, by every shell (the session, the replay
+transports, `replay serve`, `replay play`): it redacts the request (as it was redacted
+before it was stored), finds its interaction through the cassette's match index, applies
+the faults of this attempt, and counts the play, all under one lock. It explains a miss
+with a `CassetteMismatchError` naming the nearest recorded request.
+
+An attempt that a `status` fault answers does not use the interaction up (the client's
+retry gets the recording), yet the interaction counts as played when the session ends:
+`settle()` says so.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+import attrs
+
+from replay.cassette import Cassette
+from replay.errors import CassetteMismatchError
+from replay.faults import Fault, FaultLike, Injector
+from replay.model import Request, Response
+from replay.redact import Redactor
+
+__all__ = ["Played", "Player"]
+
+
+@attrs.frozen
+class Played:
+    """What one request plays.
+
+    Args:
+        index: the interaction's position in the cassette.
+        response: the recorded response, with this attempt's faults applied.
+        stall_steps: the chunk steps a stall fault delays (a read timeout may fire there).
+    """
+
+    index: int
+    response: Response
+    stall_steps: tuple[int, ...] = ()
+
+
+class Player:
+    """Answers requests from `cassette`: redact, match, apply faults, count; one lock.
+
+    Args:
+        cassette: the interactions and their play bookkeeping.
+        redactor: applied to each request before matching, as it was before recording.
+        faults: `replay.faults` values or specs applied to what is played.
+        record_mode: named in mismatch messages.
+        replayable: only the first N interactions answer (a session passes the number it
+            loaded: what it records itself is not played back to it); None: all.
+    """
+
+    def __init__(
+        self,
+        cassette: Cassette,
+        *,
+        redactor: Redactor | None = None,
+        faults: Iterable[FaultLike] = (),
+        record_mode: str = "none",
+        replayable: int | None = None,
+    ) -> None:
+        self.cassette = cassette
+        self.redactor = redactor or Redactor()
+        self.injector = Injector(faults)
+        self.record_mode = record_mode
+        self.replayable = replayable
+        #: The mismatches raised, even those a client swallowed (an SDK may retry).
+        self.mismatches: list[CassetteMismatchError] = []
+        self.lock = threading.Lock()
+        self._answered: set[int] = set()  # interactions a status fault answered
+
+    @property
+    def faults(self) -> tuple[Fault, ...]:
+        """The faults applied to what is played."""
+        return self.injector.faults
+
+    def take(self, request: Request, *, reason: str = "") -> Played:
+        """What answers `request` (as sent, not yet redacted), counted as played.
+
+        Args:
+            reason: why the record mode does not record it, for the mismatch message.
+
+        Raises:
+            CassetteMismatchError: nothing answers it.
+        """
+        played = self.find(request)
+        if played is None:
+            raise self.mismatch(self.redactor.request(request), reason)
+        return played
+
+    def find(self, request: Request) -> Played | None:
+        """What answers `request` (as sent, not yet redacted), counted as played; None when
+        nothing does (the session then records it)."""
+        wanted = self.redactor.request(request)
+        with self.lock:
+            index = self.cassette.find(wanted, among_first=self.replayable)
+        return None if index is None else self._play(index, wanted)
+
+    def play(self, index: int) -> Played:
+        """What interaction `index` plays when asked for by its own recorded request
+        (`replay play`): the faults of this attempt applied."""
+        return self._play(index, self.cassette.interactions[index].request, counted=False)
+
+    def mismatch(self, wanted: Request, reason: str = "") -> CassetteMismatchError:
+        """The error for `wanted` (redacted), which nothing answers; kept in `mismatches`."""
+        with self.lock:
+            nearest, differences = self.cassette.explain(wanted)
+        error = CassetteMismatchError(
+            method=wanted.method,
+            url=wanted.url,
+            cassette_path=self.cassette.path,
+            record_mode=self.record_mode,
+            nearest=nearest,
+            differences=differences,
+            reason=reason,
+        )
+        self.mismatches.append(error)
+        return error
+
+    def settle(self) -> None:
+        """Count every interaction a status fault answered as played (at a session's end)."""
+        with self.lock:
+            counts = self.cassette.play_counts
+            for index in self._answered:
+                counts[index] = max(1, counts[index])
+
+    def _play(self, index: int, wanted: Request, *, counted: bool = True) -> Played:
+        recorded = self.cassette.interactions[index].response
+        if not self.injector.faults:
+            return Played(index, recorded)
+        outcome = self.injector.outcome(index, wanted, recorded)
+        if outcome.answered_by is not None and counted:
+            with self.lock:
+                self.cassette.release(index)
+                self._answered.add(index)
+        return Played(index, outcome.response, outcome.stall_steps())

@@ -1,0 +1,190 @@
+"""The Stepper: what comes next in a replayed response, given the time.
+
+A replayed response is a sequence of steps: its status line and headers (`Head`), each body
+chunk (`Data`), then its recorded end (`End`: EOF, or the name of the error that ended it),
+each due at its recorded time. Step `i` is due at the absolute deadline
+`start + at_i / speed`, so one late wake-up never adds up over a long stream. At instant
+speed there is no schedule: every step is due at once and no clock is read.
+
+The Stepper is pure: it neither reads a clock nor waits. Each shell (sync and async
+transports, `replay serve`, `replay play`) asks `next(now)` and gets either the step, or
+`Wait(seconds)` to sleep its own way (`time.sleep`, `anyio.sleep`, virtual time) before
+asking again. A stall fault's silence that outlasts the client's read timeout turns the
+step after it into `End("ReadTimeout")`, due when the client's read would give up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from replay.clock import Schedule
+from replay.model import Response
+
+__all__ = [
+    "STALL_TIMEOUT_MESSAGE",
+    "Data",
+    "End",
+    "Head",
+    "Step",
+    "Stepper",
+    "Wait",
+    "read_timeouts",
+]
+
+#: The message of the ReadTimeout a stall raises.
+STALL_TIMEOUT_MESSAGE = "The read operation timed out (a replay stall outlasted the read timeout)"
+
+
+@attrs.frozen
+class Wait:
+    """Nothing is due yet: ask again in `seconds`."""
+
+    seconds: float
+
+
+@attrs.frozen
+class Head:
+    """The status line and headers are due."""
+
+
+@attrs.frozen
+class Data:
+    """A body chunk is due."""
+
+    data: bytes
+
+
+@attrs.frozen
+class End:
+    """The body ends: cleanly (`error` None), or with the named error of the client library."""
+
+    error: str | None = None
+    message: str = ""
+
+
+Step = Wait | Head | Data | End
+
+_HEAD = Head()
+_EOF = End()
+
+
+def read_timeouts(
+    response: Response, stall_steps: Sequence[int], read_timeout: float | None
+) -> dict[int, float]:
+    """The chunk steps a stall makes the client's read time out at, and when (recorded s).
+
+    A step after a stall times out when the silence before it (from the previous chunk, or
+    the headers) is longer than `read_timeout`; the read gives up `read_timeout` into it.
+    """
+    if read_timeout is None or not stall_steps:
+        return {}
+    times = response.chunks.times
+    timeouts = {}
+    for step in stall_steps:
+        before = times[step - 1] if step else response.headers_at
+        at = times[step] if step < len(times) else response.end.at
+        if at - before > read_timeout:
+            timeouts[step] = before + read_timeout
+    return timeouts
+
+
+class Stepper:
+    """The steps of one replayed response, each at its deadline.
+
+    Args:
+        response: what is played (faults already applied).
+        schedule: the deadlines (`Schedule.starting_now`); None at instant speed.
+        timeouts: from `read_timeouts`: chunk steps replaced by the library's ReadTimeout,
+            due at the given recorded time.
+    """
+
+    __slots__ = (
+        "_count",
+        "_next",
+        "_payloads",
+        "_timeouts",
+        "_times",
+        "closed",
+        "response",
+        "schedule",
+    )
+
+    def __init__(
+        self,
+        response: Response,
+        schedule: Schedule | None = None,
+        *,
+        timeouts: dict[int, float] | None = None,
+    ) -> None:
+        self.response = response
+        self.schedule = schedule
+        self.closed = False
+        self._times = response.chunks.times
+        self._payloads = response.chunks.payloads
+        self._count = len(self._payloads)
+        self._timeouts = timeouts or {}
+        self._next = -1  # -1: the headers; 0.._count-1: chunks; _count: the end; past: done
+
+    @property
+    def instant(self) -> bool:
+        """True when nothing ever waits (no schedule, no clock reads)."""
+        return self.schedule is None
+
+    @property
+    def finished(self) -> bool:
+        """True once the end was handed out, or the stepper was closed."""
+        return self.closed or self._next > self._count
+
+    def due(self, now: float) -> float:
+        """Seconds until the next step is due at clock reading `now` (0 when due)."""
+        if self.schedule is None or self.finished:
+            return 0.0
+        return self.schedule.delay(self._at(self._next), now)
+
+    def next(self, now: float = 0.0) -> Step:
+        """The next step if it is due at clock reading `now`, else how long to wait.
+
+        After the end (or `close`), every call returns a clean `End`.
+        """
+        index = self._next
+        if self.closed or index > self._count:
+            return _EOF
+        if self.schedule is not None:
+            delay = self.schedule.delay(self._at(index), now)
+            if delay > 0:
+                return Wait(delay)
+        self._next = index + 1
+        if index < 0:
+            return _HEAD
+        if self._timeouts and index in self._timeouts:
+            self._next = self._count + 1
+            return End("ReadTimeout", STALL_TIMEOUT_MESSAGE)
+        if index < self._count:
+            return Data(self._payloads[index])
+        end = self.response.end
+        return _EOF if end.error is None else End(end.error, end.message)
+
+    def rest_at_once(self) -> tuple[bytes, ...] | None:
+        """At instant speed, with no timeout and nothing taken yet but the headers: all the
+        payloads, handed out at once (the shell then asks `next()` for the end); else None.
+
+        The per-chunk cost of an instant replay is then that of iterating a tuple.
+        """
+        if not self.instant or self._timeouts or self._next != 0:
+            return None
+        self._next = self._count
+        return self._payloads
+
+    def close(self) -> None:
+        """Stop: the client went away; nothing more is handed out."""
+        self.closed = True
+
+    def _at(self, index: int) -> float:
+        if index < 0:
+            return self.response.headers_at
+        at = self._times[index] if index < self._count else self.response.end.at
+        if self._timeouts:
+            return self._timeouts.get(index, at)
+        return at
