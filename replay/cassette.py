@@ -17,6 +17,7 @@ import attrs
 from replay.errors import ConfigurationError
 from replay.matching import DEFAULT_MATCH_ON, MatchIndex, MatchOn
 from replay.model import Interaction, Request
+from replay.store import load_interactions, save_interactions
 
 __all__ = ["Cassette"]
 
@@ -53,14 +54,10 @@ class Cassette:
     @classmethod
     def load(cls, path: str | Path, **options: Any) -> Cassette:
         """Read a cassette file (raises `CassetteFormatError` on anything unreadable)."""
-        from replay.store import load_interactions
-
         return cls(load_interactions(path), path=path, **options)
 
     def save(self, path: str | Path | None = None) -> Path:
         """Write every interaction to `path` (default: `self.path`) atomically."""
-        from replay.store import save_interactions
-
         target = Path(path) if path is not None else self.path
         if target is None:
             raise ConfigurationError("this cassette has no path: pass one to save()")

@@ -45,10 +45,10 @@ from replay._child import (
 from replay.clock import format_speed, parse_speed
 from replay.errors import ConfigurationError
 from replay.faults import Fault, coerce
-from replay.matching import DEFAULT_MATCH_ON, MatchIndex
+from replay.matching import DEFAULT_MATCH_ON
 from replay.model import Interaction, TimedEvent
 from replay.session import VIRTUAL
-from replay.store import file_lock, load_interactions, save_interactions
+from replay.store import load_interactions, merge
 
 __all__ = ["RECORD_COMMAND_MODES", "RUN_MODES", "record_command", "replay_command", "summary_lines"]
 
@@ -423,12 +423,7 @@ def _merge_parts(out: Path, parts: Path, stream: TextIO) -> list[Interaction] | 
         )
         recorded = [interaction for file in files for interaction in load_interactions(file)]
         if recorded:
-            index = MatchIndex([], match_on=DEFAULT_MATCH_ON)
-            fresh = {index.key(interaction.request) for interaction in recorded}
-            with file_lock(out):
-                base = load_interactions(out) if out.exists() else []
-                kept = [i for i in base if index.key(i.request) not in fresh]
-                save_interactions(out, [*kept, *recorded])
+            merge(out, recorded, replacing=DEFAULT_MATCH_ON)
     except (OSError, ValueError) as error:  # CassetteFormatError is a ValueError
         print(
             f"replay: warning: cannot save into {out}: {_first_line(error)}; "

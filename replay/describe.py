@@ -264,10 +264,11 @@ def play(
     clock = MonotonicClock() if clock is None else clock
     stepper = Stepper(response, Schedule.starting_now(factor, clock))
     while True:
-        step = stepper.next(0.0 if stepper.instant else clock.now())
+        step = stepper.next(None if stepper.instant else clock.now())
         if isinstance(step, Wait):
             clock.sleep(step.seconds)
-        elif isinstance(step, Data):
+            step = stepper.next()
+        if isinstance(step, Data):
             if step.data:
                 out.write(step.data)
                 out.flush()

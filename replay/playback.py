@@ -40,25 +40,25 @@ def _stepper(request: Any, played: Played, schedule: Schedule | None) -> Stepper
     return Stepper(response, schedule, timeouts=timeouts)
 
 
-def _now(stepper: Stepper, clock: Clock) -> float:
-    return 0.0 if stepper.instant else clock.now()
+def _now(stepper: Stepper, clock: Clock) -> float | None:
+    return None if stepper.instant else clock.now()
 
 
 def _step(stepper: Stepper, clock: Clock) -> Step:
     """The next step, after waiting for it (sync)."""
     step = stepper.next(_now(stepper, clock))
-    while isinstance(step, Wait):
+    if isinstance(step, Wait):
         clock.sleep(step.seconds)
-        step = stepper.next(clock.now())
+        step = stepper.next()
     return step
 
 
 async def _astep(stepper: Stepper, clock: Clock) -> Step:
     """The next step, after waiting for it (async)."""
     step = stepper.next(_now(stepper, clock))
-    while isinstance(step, Wait):
+    if isinstance(step, Wait):
         await clock.asleep(step.seconds)
-        step = stepper.next(clock.now())
+        step = stepper.next()
     return step
 
 

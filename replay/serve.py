@@ -41,7 +41,7 @@ from replay._asgi import (
 )
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
-from replay.engine import Data, Head, Player, Stepper, Wait
+from replay.engine import Data, End, Head, Player, Stepper, Wait
 from replay.errors import CassetteMismatchError
 from replay.faults import FaultLike, coerce
 from replay.model import Request, Response
@@ -138,17 +138,18 @@ class ReplayApp:
 
     async def _play(self, stepper: Stepper, send: Send) -> None:
         while True:
-            step = stepper.next(0.0 if stepper.instant else self.clock.now())
+            step = stepper.next(None if stepper.instant else self.clock.now())
             if isinstance(step, Wait):
                 await self.clock.asleep(step.seconds)
-            elif isinstance(step, Head):
+                step = stepper.next()
+            if isinstance(step, Head):
                 response = stepper.response
                 headers = _replayed_headers(response)
                 start = {"type": "http.response.start", "status": response.status}
                 await send({**start, "headers": headers})
             elif isinstance(step, Data):
                 await send({"type": "http.response.body", "body": step.data, "more_body": True})
-            else:
+            elif isinstance(step, End):
                 if step.error is None:
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
                 elif step.error.endswith("Timeout"):

@@ -333,8 +333,9 @@ def merge(
     recorded: Sequence[Interaction],
     *,
     replacing: Sequence[Any] | None = None,
-) -> None:
-    """Add `recorded` to the cassette at `path` (created if missing), under the file lock.
+) -> int:
+    """Add `recorded` to the cassette at `path` (created if missing), under the file lock;
+    how many interactions the file then holds.
 
     The file is read again under the lock, so what other processes (xdist workers, the
     processes of `replay record`) saved meanwhile is kept.
@@ -353,3 +354,4 @@ def merge(
             fresh = {index.key(interaction.request) for interaction in recorded}
             base = [i for i in base if index.key(i.request) not in fresh]
         save_interactions(path, [*base, *recorded])
+    return len(base) + len(recorded)

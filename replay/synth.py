@@ -13,12 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from replay.cassette import Cassette
 from replay.dialects import Dialect, ToolCall, anthropic, chat, responses
 from replay.errors import ConfigurationError
 from replay.model import Interaction
 from replay.redact import Redactor
-from replay.store import file_lock, load_interactions
+from replay.store import merge
 
 __all__ = ["DIALECTS", "FAILURES", "append", "synthesize", "tool_call"]
 
@@ -120,11 +119,6 @@ def append(path: str | Path, interaction: Interaction) -> int:
     Raises:
         CassetteFormatError: the file exists but is not a cassette this version reads.
     """
-    path = Path(path)
-    with file_lock(path):
-        interactions = load_interactions(path) if path.exists() else []
-        cleaned = Redactor().interaction(interaction)  # no hook: never None
-        assert cleaned is not None
-        interactions.append(cleaned)
-        Cassette(interactions).save(path)
-    return len(interactions) - 1
+    cleaned = Redactor().interaction(interaction)  # no hook: never None
+    assert cleaned is not None
+    return merge(Path(path), [cleaned]) - 1

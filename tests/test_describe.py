@@ -458,6 +458,13 @@ def test_play_writes_the_body_to_stdout(saved: Path) -> None:
     assert result.stdout == b"data: zipped\n\ndata: again\n\n"
 
 
+def test_play_applies_a_fault_as_replay_does(saved: Path) -> None:
+    fault = "cut(after_events=1)"
+    result = run_replay("play", str(saved), "-i", "0", "--speed", "instant", "--fault", fault)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"event: greeting\ndata: hello\n\n"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -466,8 +473,9 @@ def test_play_writes_the_body_to_stdout(saved: Path) -> None:
         (["play", "{corrupt}"], "replay: error: cannot read cassette "),
         (["play", "{saved}", "-i", "9"], "replay: error: there is no interaction 9: "),
         (["play", "{saved}", "--speed", "0"], "replay: error: speed must be positive"),
+        (["play", "{saved}", "--fault", "cut(x=1)"], "replay: error: bad fault 'cut(x=1)'"),
     ],
-    ids=["missing", "corrupt-show", "corrupt-play", "bad-index", "bad-speed"],
+    ids=["missing", "corrupt-show", "corrupt-play", "bad-index", "bad-speed", "bad-fault"],
 )
 def test_errors_are_one_line_without_a_traceback(
     tmp_path: Path, saved: Path, args: list[str], message: str

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -22,6 +23,7 @@ import pytest
 import replay
 from replay._origin import Origin, Script
 from replay._streams import HELLO_TEXT, responses_hello
+from replay.sse import parse
 
 KEY = "sk-serve-test-secret"
 DROP = Script(chunks=[(0.0, b"data: one\n\n")], end="drop")
@@ -216,6 +218,48 @@ def test_a_recorded_timeout_stalls_until_the_client_gives_up(tmp_path: Path) -> 
         assert next(pieces) == b"data: one\n\n"
         with pytest.raises(httpx.ReadTimeout):
             next(pieces)
+
+
+def as_kwargs(request: httpx.Request) -> dict[str, Any]:
+    """`request`'s URL, headers and body, as keywords of `client.stream(method, ...)`."""
+    return {"url": request.url, "headers": request.headers, "content": request.content}
+
+
+def test_a_cut_fault_serves_exactly_its_events_then_drops_the_connection(
+    recorded: Path,
+) -> None:
+    received: list[bytes] = []
+    with (
+        running(
+            "serve", str(recorded), "--speed", "instant", "--fault", "cut(after_events=3)"
+        ) as server,
+        httpx.Client() as client,
+        client.stream("POST", **as_kwargs(replayed_request(recorded, server))) as response,
+        pytest.raises(httpx.RemoteProtocolError),
+    ):
+        received.extend(response.iter_raw())
+    assert len(list(parse(b"".join(received)))) == 3
+
+
+def test_a_stall_fault_trips_the_clients_read_timeout(recorded: Path) -> None:
+    fault = "stall(after_events=2, seconds=30)"
+    received: list[bytes] = []
+    with (
+        running("serve", str(recorded), "--speed", "1", "--fault", fault) as server,
+        httpx.Client(timeout=httpx.Timeout(5, read=0.4)) as client,
+        client.stream("POST", **as_kwargs(replayed_request(recorded, server))) as response,
+        pytest.raises(httpx.ReadTimeout),
+    ):
+        received.extend(response.iter_raw())
+    assert len(list(parse(b"".join(received)))) == 2
+
+
+def test_serve_reports_a_bad_fault_in_one_line(recorded: Path) -> None:
+    result = run_replay("serve", str(recorded), "--port", "0", "--fault", "cut(after=3)")
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "bad fault 'cut(after=3)'" in lines[0]
 
 
 def test_an_unmatched_request_gets_a_404_saying_why(instant: Running) -> None:

@@ -137,21 +137,18 @@ class Stepper:
         """True once the end was handed out, or the stepper was closed."""
         return self.closed or self._next > self._count
 
-    def due(self, now: float) -> float:
-        """Seconds until the next step is due at clock reading `now` (0 when due)."""
-        if self.schedule is None or self.finished:
-            return 0.0
-        return self.schedule.delay(self._at(self._next), now)
-
-    def next(self, now: float = 0.0) -> Step:
+    def next(self, now: float | None = None) -> Step:
         """The next step if it is due at clock reading `now`, else how long to wait.
 
+        `now=None` takes the next step whatever the time: at instant speed, or once the
+        shell has waited the `Wait` it was given (waiting once, then taking the step, keeps
+        a clock that moves by other rules, such as virtual time, from being re-asked).
         After the end (or `close`), every call returns a clean `End`.
         """
         index = self._next
         if self.closed or index > self._count:
             return _EOF
-        if self.schedule is not None:
+        if self.schedule is not None and now is not None:
             delay = self.schedule.delay(self._at(index), now)
             if delay > 0:
                 return Wait(delay)
