@@ -14,6 +14,9 @@ ratios mean something on a loaded laptop as on CI; absolute times are printed be
             an `httpx.MockTransport` answering from a dict (the floor) vs vcrpy.
 4. timing   A 40-gap stream (gaps of 10-30 ms) replayed at speed 1 on the real clock: gap
             error and end-to-end drift. Targets: median gap error < 1 ms, drift < 5 ms.
+5. stamps   Recording while an async client blocks its event loop for 1 s after the headers
+            (see `bench/stamps.py`): how far each recorded `at` lies from when the origin
+            sent the chunk. Target: max < 15 ms.
 
 Each timed repeat gets fresh objects (cassette, transport, client) built outside the timed
 region; `gc.collect()` runs before each repeat; warm-up runs are discarded; medians reported.
@@ -723,6 +726,36 @@ def bench_timing(config: Settings, verdicts: list[Verdict]) -> Section:
     return section
 
 
+def bench_stamps(config: Settings, verdicts: list[Verdict]) -> Section:
+    import stamps  # beside this script
+
+    section = Section("5. Recording stamps while the client blocks its event loop")
+    runs = config.timing_runs
+    section.lines += [
+        f"A {stamps.EVENTS}-event stream, one event every {stamps.GAP * 1000:.0f} ms, from a "
+        f"local origin; the async client holds its loop up for {stamps.BLOCK:.0f} s once the "
+        f"headers arrived, then reads on. {runs} recordings per row. *Stamp error*: "
+        "|recorded `at` − the moment the origin sent the chunk| (scripted time after the "
+        "recorded headers), over every event.",
+        "",
+        "| client | transport | median | p90 | max |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for runner in ("asyncio", "trio"):
+        for name, transport in (
+            ("httpx.AsyncHTTPTransport (read in a thread)", None),
+            ("a subclass of it (read on the loop)", stamps.CustomTransport),
+        ):
+            errors = stamps.stamp_errors(runs, runner, transport)
+            section.lines.append(f"| {runner} | {name} | {distribution(errors)} |")
+            if transport is None:
+                worst = max(errors)
+                figure = f"max stamp error, {runner}, loop blocked 1 s"
+                verdicts.append(Verdict("5. stamps", figure, ms(worst), "< 15 ms", worst < 0.015))
+    section.lines.append("")
+    return section
+
+
 # --- report ---------------------------------------------------------------------------------
 
 
@@ -825,6 +858,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lambda: bench_load(config, workdir, verdicts),
             lambda: bench_match(config, workdir, verdicts),
             lambda: bench_timing(config, verdicts),
+            lambda: bench_stamps(config, verdicts),
         ]
         for step in steps:
             section = step()

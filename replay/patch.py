@@ -22,18 +22,19 @@ wrapped to carry the sessions over; both are restored with the transports.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import importlib
 import importlib.util
 import threading
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
 from replay.errors import AmbiguousSessionError
 
-__all__ = ["Router", "current", "install", "install_bottom", "set_front", "uninstall"]
+__all__ = ["Router", "bypassed", "current", "install", "install_bottom", "set_front", "uninstall"]
 
 _MODULES = ("httpx", "httpx2")
 _SYNC = {"HTTPTransport", "MockTransport", "WSGITransport"}
@@ -151,8 +152,24 @@ def _guarded_async(send: AsyncSend) -> AsyncSend:
     return send
 
 
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def bypassed() -> Iterator[None]:
+    """Within the block, on this thread, transports send as if unpatched: for replay's own
+    sends, which a session has already handled (the thread reading a recording)."""
+    _local.bypass = True
+    try:
+        yield
+    finally:
+        _local.bypass = False
+
+
 def _sync_patch(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     def handle_request(self: Any, request: Any) -> Any:
+        if getattr(_local, "bypass", False):
+            return original(self, request)
         send = _guarded(lambda request: original(self, request))
         router = current()
         if router is None:
@@ -164,7 +181,9 @@ def _sync_patch(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any
 
 def _async_patch(original: Callable[[Any, Any], Awaitable[Any]]) -> Callable[[Any, Any], Any]:
     async def handle_async_request(self: Any, request: Any) -> Any:
-        send = _guarded_async(lambda request: original(self, request))
+        from replay.record import network_send  # (which may read a recording in a thread)
+
+        send = _guarded_async(functools.partial(network_send, self, original))
         router = current()
         if router is None:
             return await send(request)

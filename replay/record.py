@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import queue
 import socket
@@ -284,20 +285,60 @@ def record_sync(
     return _response_like(upstream, sync_stream(module_of(upstream), _SyncTap(recording, upstream)))
 
 
+#: The request extension through which `record_async` hands its recording to the network
+#: send (`network_send`), which may read the body in a thread and stamp it there.
+RECORDING = "replay.recording"
+#: The response extension saying that the network send records the body itself.
+RECORDED = "replay.recorded"
+
+
+async def network_send(transport: Any, original: Callable[[Any, Any], Any], request: Any) -> Any:
+    """`original(transport, request)`, the real send; except for a request being recorded
+    whose body a worker thread can read (`replay._netthread`): then the response comes from
+    that thread, each chunk stamped when it came off the network."""
+    recording = request.extensions.get(RECORDING)
+    if isinstance(recording, Recording):
+        from replay._netthread import send_in_thread
+
+        sent = await send_in_thread(transport, request, recording)
+        if sent is not None:
+            upstream, body = sent
+            module = module_of(request)
+            return module.Response(
+                status_code=upstream.status_code,
+                headers=upstream.headers.raw,
+                stream=async_stream(module, body),
+                extensions={**upstream.extensions, RECORDED: True},
+            )
+    return await original(transport, request)
+
+
 async def record_async(
     request: Any, send: Callable[[Any], Awaitable[Any]], tape: Tape, *, clock: Clock | None = None
 ) -> Any:
-    """Async twin of `record_sync`."""
+    """Async twin of `record_sync`.
+
+    When `send` ends in `network_send` and the transport allows it, the body is read and
+    stamped by a worker thread, so a client that blocks its event loop does not delay the
+    stamps; otherwise a task on the client's loop reads it (see `replay._netthread` for
+    which transports, and why).
+    """
     clock = clock or MonotonicClock()
     start = clock.now()
     await request.aread()
     recording = tape.start(Request.from_httpx(request), clock, start)
+    request.extensions[RECORDING] = recording
     try:
         upstream = await send(request)
     except BaseException as error:
         recording.finish(error=error)
         raise
+    finally:
+        request.extensions.pop(RECORDING, None)
+    if upstream.extensions.get(RECORDED):
+        return upstream
     recording.got_headers(upstream.status_code, _headers_of(upstream))
+    recording.read_on_loop = True
     return _response_like(
         upstream, async_stream(module_of(upstream), _AsyncTap(recording, upstream))
     )
@@ -358,9 +399,8 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: Any) -> Any:
         """Send through `inner`, recording the response as it streams."""
-        return await record_async(
-            request, self.inner.handle_async_request, self.tape, clock=self.clock
-        )
+        send = functools.partial(network_send, self.inner, type(self.inner).handle_async_request)
+        return await record_async(request, send, self.tape, clock=self.clock)
 
     async def aclose(self) -> None:
         """Close the inner transport."""

@@ -153,6 +153,7 @@ class CassetteSession:
         self._may_record = False
         self._loaded = 0
         self._last_player: Player | None = None
+        self._last_tape: Tape | None = None
         #: Whether the last exit wrote the cassette file.
         self.saved = False
 
@@ -161,6 +162,14 @@ class CassetteSession:
         """The faults with the attempts each interaction had in the current (or last) use."""
         player = self._player or self._last_player
         return player.injector if player is not None else Injector(self.faults)
+
+    @property
+    def read_on_loop(self) -> list[str]:
+        """The recordings of the current (or last) use whose chunks were stamped on the
+        client's event loop, as "METHOD URL": their gaps include any time the client held
+        its loop up (see `replay._netthread` for the transports read from a thread)."""
+        tape = self._tape or self._last_tape
+        return list(tape.read_on_loop) if tape is not None else []
 
     @property
     def mismatches(self) -> list[CassetteMismatchError]:
@@ -253,6 +262,7 @@ class CassetteSession:
         if isinstance(self.clock, VirtualTime):
             self.clock.__exit__(None, None, None)
         cassette, player = self.cassette, self._player
+        self._last_tape = self._tape
         self.cassette, self._player, self._tape = None, None, None
         assert cassette is not None
         assert player is not None

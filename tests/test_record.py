@@ -529,3 +529,41 @@ def test_a_recording_replays_as_the_client_saw_it_live(
         replayed.extend(response.iter_raw())
     assert replayed == live.chunks
     assert str(caught.value) == str(live.error)
+
+
+# -- an async client that blocks its event loop ----------------------------------------------------
+
+BLOCK = 1.0  # how long the client holds its loop up once the headers arrived
+GAPS = tuple((0.04, f"data: {n}\n\n".encode()) for n in range(40))  # ~25 sent while blocked
+
+
+async def _record_blocking(module: ModuleType, url: str, path: Path) -> list[bytes]:
+    """Record one stream while the client blocks its loop for BLOCK seconds after the
+    headers, through the session's patch of the client's own AsyncHTTPTransport."""
+    with replay.use_cassette(path, record_mode="all"):
+        async with module.AsyncClient() as client, client.stream("GET", url) as response:
+            time.sleep(BLOCK)  # a CPU-bound step, or sync code, in the client's async code
+            return [data async for data in response.aiter_raw()]
+
+
+@pytest.mark.parametrize("library", list(LIBRARIES))
+@pytest.mark.parametrize("runner", ["asyncio", "trio"])
+def test_a_client_blocking_its_loop_does_not_delay_the_recorded_stamps(
+    origin: Origin, library: str, runner: str, tmp_path: Path
+) -> None:
+    origin.route("/stream", Script(chunks=GAPS))
+    path = tmp_path / "blocked.msgpack"
+    module = LIBRARIES[library]
+    body = anyio.run(_record_blocking, module, origin.url + "/stream", path, backend=runner)
+    [interaction] = replay.Cassette.load(path).interactions
+    response = interaction.response
+    assert b"".join(body) == response.body == b"".join(data for _, data in GAPS)
+    # The origin sends chunk i (i + 1) * 40 ms after its headers: the stamps say so, within
+    # 15 ms, though the client read the first ~25 of them only after a second.
+    sent = [response.headers_at + 0.04 * (n + 1) for n in range(len(GAPS))]
+    events = response.events()
+    assert len(events) == len(GAPS)
+    errors = [abs(event.at - due) for event, due in zip(events, sent, strict=True)]
+    assert max(errors) < 0.015, max(errors)
+    assert response.end.is_clean
+    assert response.end.at < sent[-1] + 0.015

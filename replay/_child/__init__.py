@@ -33,6 +33,7 @@ import math
 import os
 import secrets
 import signal
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, MutableMapping, Sequence
@@ -289,6 +290,7 @@ class ChildSession:
                 patch.set_front(self.session, None)
                 self._reporter.flush()
             self.session.__exit__(None, None, None)
+            _warn_read_on_loop(self.session.read_on_loop)
         finally:
             self._close_status()
 
@@ -317,6 +319,23 @@ class ChildSession:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _warn_read_on_loop(requests: list[str]) -> None:
+    """Say which recordings were stamped on the program's event loop (their timing is
+    suspect if the program held its loop up while they streamed)."""
+    if not requests:
+        return
+    shown = "; ".join(requests[:3]) + (
+        f"; and {len(requests) - 3} more" if len(requests) > 3 else ""
+    )
+    print(
+        f"replay: warning: {len(requests)} recording(s) were read on the program's event loop "
+        f"(a transport replay cannot read from a thread): if the program blocked its loop "
+        f"while they streamed, their recorded gaps include that delay ({shown})",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def start_from_environment(

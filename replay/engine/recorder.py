@@ -47,6 +47,9 @@ class Tape:
         self.on_recorded = on_recorded
         self._lock = threading.Condition()
         self._open: set[Recording] = set()
+        #: "METHOD URL" (redacted) of the stored recordings whose chunks were stamped on the
+        #: client's event loop: a loop the client blocked delayed those stamps.
+        self.read_on_loop: list[str] = []
 
     def start(self, request: Request, clock: Clock, start: float) -> Recording:
         """A recording of the response to `request`, sent at clock reading `start`.
@@ -73,6 +76,8 @@ class Tape:
             if cleaned is not None:
                 with self._lock:
                     self.cassette.append(cleaned)
+                    if recording.read_on_loop:
+                        self.read_on_loop.append(f"{cleaned.request.method} {cleaned.request.url}")
                 if self.on_recorded is not None:
                     self.on_recorded(cleaned)
         finally:
@@ -123,6 +128,8 @@ class Recording:
         self._payloads: list[bytes] = []
         self._lock = threading.Lock()
         self.finished = False
+        #: The chunks are stamped by a reader on the client's event loop (not a thread).
+        self.read_on_loop = False
 
     def elapsed(self) -> float:
         """Seconds since the request was sent."""
