@@ -17,7 +17,8 @@ Timing is summarised, never counted as a difference: two recordings of one answe
 timing every time, as they do in ids. `CassetteDiff.differs` is true when anything else
 differs; `replay diff` exits 1 then, 0 otherwise. Headers are not compared (dates and
 request ids always differ). The body of a response that is not a stream is compared as
-bytes (decoded, if compressed). The text form is made by `format_diff`.
+bytes (decoded, if compressed). The text form is made by `format_diff` (in
+`replay._diff_text`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from typing import Literal
 
 import attrs
 
+from replay._diff_text import DATA_WIDTH as DATA_WIDTH
+from replay._diff_text import format_diff
 from replay.cassette import Cassette
 from replay.check import is_stream
 from replay.dialects.texts import stream_texts
@@ -66,10 +69,6 @@ VOLATILE_FIELDS: frozenset[str] = frozenset(
 signatures, which differ between any two recordings of the same answer."""
 HIDDEN = "*"
 """What an ignored field's value shows as."""
-
-#: Event data longer than this is cut (with "…") in `format_diff`.
-DATA_WIDTH = 72
-_CONTEXT = 16  # characters shown before the first difference of an event that changed
 
 # --- values -------------------------------------------------------------------------------
 
@@ -346,128 +345,3 @@ def _end_name(end: StreamEnd) -> str:
     if end.error is not None:
         return end.error
     return "truncated" if end.truncated else "eof"
-
-
-# --- the text form ------------------------------------------------------------------------
-
-
-def format_diff(result: CassetteDiff, name_a: str = "A", name_b: str = "B") -> str:
-    """`result` as text: a header naming A and B, each interaction, a summary line.
-
-    Each interaction's first line is `#N METHOD URL: verdict`; then its notes, the event
-    runs that differ (`-` A's event, `+` B's, each with its index in its own stream), the
-    texts that differ (A's and B's in full), and a timing table (A, B, B - A). Ends with a
-    newline.
-    """
-    lines = [f"--- A: {name_a}", f"+++ B: {name_b}"]
-    for item in result.interactions:
-        lines += _interaction_lines(item)
-    lines.append(_summary(result))
-    return "\n".join(lines) + "\n"
-
-
-def _interaction_lines(item: InteractionDiff) -> list[str]:
-    if item.a is None or item.b is None:
-        side, present = ("A", item.a) if item.b is None else ("B", item.b)
-        request = present.request if present is not None else None
-        where = f"{request.method} {request.url}" if request is not None else ""
-        return [f"#{item.index} {where}: only in {side}"]
-    lines = [f"#{item.index} {item.a.request.method} {item.a.request.url}: {_verdict(item)}"]
-    lines += [f"  {note}" for note in item.notes]
-    for change in item.changes:
-        lines += _change_lines(item, change)
-    for text in item.texts:
-        lines += [f"  {text.name} differs:", f"    A: {text.a!r}", f"    B: {text.b!r}"]
-    if item.timing_a is not None and item.timing_b is not None:
-        lines += _timing_lines(item.timing_a, item.timing_b)
-    return lines
-
-
-def _verdict(item: InteractionDiff) -> str:
-    if item.differs:
-        parts = [("events", item.changes), ("texts", item.texts), ("response", item.notes)]
-        return "differs: " + ", ".join(word for word, present in parts if present)
-    same = "same events and texts" if item.events_a else "same response"
-    return same + (", different timing" if item.timing_differs else "")
-
-
-def _change_lines(item: InteractionDiff, change: EventChange) -> list[str]:
-    a_span = _span(change.a_start, change.a_end)
-    b_span = _span(change.b_start, change.b_end)
-    lines = [f"  @@ {change.kind}: A {a_span}, B {b_span} @@"]
-    events = (*item.events_a, *item.events_b)
-    width = min(32, max((len(event.event) for event in events), default=0))
-    removed = [
-        (index, _one_line(item.events_a[index].data))
-        for index in range(change.a_start, change.a_end)
-    ]
-    added = [
-        (index, _one_line(item.events_b[index].data))
-        for index in range(change.b_start, change.b_end)
-    ]
-    if change.kind == "changed" and len(removed) == len(added):
-        # Pair them, `-` then `+`, each cut around where the two differ.
-        for (i, old), (j, new) in zip(removed, added, strict=True):
-            start = _first_difference(old, new)
-            lines.append(_event_line("-", i, item.events_a[i].event, old, width, start))
-            lines.append(_event_line("+", j, item.events_b[j].event, new, width, start))
-        return lines
-    lines += [_event_line("-", i, item.events_a[i].event, data, width, 0) for i, data in removed]
-    lines += [_event_line("+", j, item.events_b[j].event, data, width, 0) for j, data in added]
-    return lines
-
-
-def _span(start: int, end: int) -> str:
-    if start == end:
-        return f"none (before event {start})"
-    return f"event {start}" if end - start == 1 else f"events {start}-{end - 1}"
-
-
-def _first_difference(a: str, b: str) -> int:
-    """Where to start showing two data that differ: a little before their first difference."""
-    same = next(
-        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
-    )
-    return max(0, same - _CONTEXT)
-
-
-def _event_line(sign: str, index: int, name: str, data: str, width: int, start: int) -> str:
-    if start and len(data) > DATA_WIDTH:
-        data = "…" + data[min(start, len(data) - DATA_WIDTH + 1) :]
-    if len(data) > DATA_WIDTH:
-        data = data[: DATA_WIDTH - 1] + "…"
-    return f"  {sign}{index:>5} {name:<{width}}  {data}".rstrip()
-
-
-def _one_line(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
-
-
-def _timing_lines(a: Timing, b: Timing) -> list[str]:
-    rows = [
-        ("first event", a.first, b.first),
-        ("total", a.total, b.total),
-        ("median gap", a.median_gap, b.median_gap),
-        ("max gap", a.max_gap, b.max_gap),
-    ]
-    lines = [f"  {'timing (ms)':<13}{'A':>9}{'B':>9}{'B - A':>9}"]
-    for name, x, y in rows:
-        # Rounded first, then + 0.0: a change of -0.01 ms shows as +0.0, not -0.0.
-        change = "-" if x is None or y is None else f"{round((y - x) * 1000, 1) + 0.0:+.1f}"
-        lines.append(f"  {name:<13}{_ms(x):>9}{_ms(y):>9}{change:>9}")
-    return lines
-
-
-def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1000:.1f}"
-
-
-def _summary(result: CassetteDiff) -> str:
-    total = len(result.interactions)
-    differing = sum(item.differs for item in result.interactions)
-    timing = sum(item.timing_differs for item in result.interactions)
-    interactions = f"{total} interaction{'' if total == 1 else 's'}"
-    if differing:
-        verb = "differs" if differing == 1 else "differ"
-        return f"{differing} of {interactions} {verb}; timing differs in {timing}"
-    return f"{interactions}: no differences in events or texts; timing differs in {timing}"

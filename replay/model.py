@@ -2,7 +2,8 @@
 
 Every value is a frozen attrs class (or, for the chunk columns, an immutable sequence);
 times are seconds (floats) since the moment the request was sent. The stateful cassette
-(interactions plus play bookkeeping) lives in `replay.cassette`, the file in `replay.store`.
+(interactions plus play bookkeeping) lives in `replay.cassette`, the file in `replay.store`,
+content decoding (gzip, deflate) in `replay._decoding`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
@@ -358,7 +358,9 @@ class Response:
         Raises:
             ValueError: an unsupported encoding, or data that does not decode.
         """
-        return list(_decoded_chunks(self))
+        from replay._decoding import decoded_chunks
+
+        return list(decoded_chunks(self))
 
     def events(self) -> list[TimedEvent]:
         """The body parsed as server-sent events, each with the arrival time of its last chunk.
@@ -377,48 +379,6 @@ class Response:
 
 def _timed(at: float, event: Event) -> TimedEvent:
     return TimedEvent(at=at, event=event.event, data=event.data, id=event.id, retry=event.retry)
-
-
-def _decoded_chunks(response: Response) -> Iterable[tuple[float, bytes]]:
-    encoding = (response.header("content-encoding") or "identity").strip().lower()
-    if encoding in ("", "identity"):
-        return ((chunk.at, chunk.data) for chunk in response.chunks)
-    decoder = _Inflater(encoding)
-    try:
-        pieces = [(chunk.at, decoder.decode(chunk.data)) for chunk in response.chunks]
-        pieces.append((response.end.at, decoder.flush()))
-    except zlib.error as exc:
-        raise ValueError(f"the body is not valid {encoding} data: {exc}") from exc
-    return pieces
-
-
-class _Inflater:
-    """Incremental gzip / deflate decoder (deflate: zlib-wrapped, or raw as some servers send)."""
-
-    def __init__(self, encoding: str) -> None:
-        if encoding in ("gzip", "x-gzip"):
-            wbits = zlib.MAX_WBITS | 16
-        elif encoding == "deflate":
-            wbits = zlib.MAX_WBITS
-        else:
-            raise ValueError(
-                f"cannot decode a body with content-encoding {encoding!r} "
-                "(gzip and deflate are supported)"
-            )
-        self._decompressor = zlib.decompressobj(wbits)
-        self._may_be_raw = encoding == "deflate"
-
-    def decode(self, data: bytes) -> bytes:
-        if self._may_be_raw and data:
-            self._may_be_raw = False
-            try:
-                return self._decompressor.decompress(data)
-            except zlib.error:
-                self._decompressor = zlib.decompressobj(-zlib.MAX_WBITS)
-        return self._decompressor.decompress(data)
-
-    def flush(self) -> bytes:
-        return self._decompressor.flush()
 
 
 @attrs.frozen

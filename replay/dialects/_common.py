@@ -24,8 +24,9 @@ from typing import Protocol, TypeAlias
 
 import attrs
 
+from replay._decoding import decoded_chunks
 from replay.errors import ConfigurationError
-from replay.model import Chunk, Interaction, Request, Response, StreamEnd, _decoded_chunks
+from replay.model import Chunk, Interaction, Request, Response, StreamEnd
 from replay.sse import parse
 
 __all__ = [
@@ -132,7 +133,7 @@ def read(stream: StreamLike) -> Parsed:
     if isinstance(stream, (bytes, bytearray, memoryview)):
         return _read_body(bytes(stream))
     if isinstance(stream, Response):
-        body = b"".join(data for _, data in _decoded_chunks(stream))
+        body = b"".join(data for _, data in decoded_chunks(stream))
         parsed = _read_body(body)
         end = stream.end
         if end.error is not None or end.truncated:

@@ -1,0 +1,142 @@
+"""vcrpy's cassettes, both ways: interactions to the text of a vcrpy cassette and back.
+
+Read and written through vcrpy's own serializers (`vcr.serialize`), laid out exactly as
+vcrpy's httpx stub records them: request headers through `httpx.Headers`, response headers
+grouped by lower-cased name, and the body as it came off the transport, still compressed
+when the response had a `Content-Encoding` (vcrpy's playback hands it to httpx, which
+decompresses it). Files are `replay.convert`'s business; vcrpy itself is imported lazily.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from replay.errors import CassetteFormatError
+from replay.model import Chunk, Interaction, Request, Response, StreamEnd
+
+__all__ = ["from_vcr_text", "to_vcr_text"]
+
+
+def _vcr_request(request: Request) -> Any:
+    """The request as vcrpy's httpx stub builds it (headers through `httpx.Headers`)."""
+    from vcr.request import Request as VcrRequest
+
+    return VcrRequest(
+        request.method, request.url, request.body, httpx.Headers(list(request.headers))
+    )
+
+
+def _vcr_response(response: Response) -> dict[str, Any]:
+    """The response dict vcrpy's httpx stub records: headers grouped by lower-cased name."""
+    headers: dict[str, list[str]] = {}
+    for name, value in httpx.Headers(list(response.headers)).multi_items():
+        headers.setdefault(name, []).append(value)
+    return {
+        "status": {
+            "code": response.status,
+            "message": httpx.codes.get_reason_phrase(response.status),
+        },
+        "headers": headers,
+        "body": {"string": response.body},
+    }
+
+
+def to_vcr_text(interactions: Sequence[Interaction], serializer: Any) -> str:
+    """The interactions as the text of a vcrpy cassette, written with vcrpy's `serializer`.
+
+    Bodies are whole, as recorded (see `replay.convert.save_vcr`).
+    """
+    from vcr.serialize import serialize
+
+    cassette_dict = {
+        "requests": [_vcr_request(i.request) for i in interactions],
+        "responses": [_vcr_response(i.response) for i in interactions],
+    }
+    text: str = serialize(cassette_dict, serializer)
+    return text
+
+
+def from_vcr_text(text: str, serializer: Any, path: Path) -> list[Interaction]:
+    """The interactions of a vcrpy cassette's text, read with vcrpy's `serializer`.
+
+    Each response becomes one chunk at 0 s (see `replay.convert.load_vcr`).
+
+    Raises:
+        CassetteFormatError: the text is not a vcrpy cassette (the message names `path`).
+    """
+    from vcr.serialize import deserialize
+
+    try:
+        requests, responses, *_metadata = deserialize(text, serializer)
+    except Exception as exc:  # yaml, json and vcrpy raise assorted types on foreign input
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CassetteFormatError(path, f"not a vcrpy cassette ({detail})") from exc
+    result = []
+    for i, (request, response) in enumerate(zip(requests, responses, strict=True)):
+        try:
+            result.append(Interaction(_from_vcr_request(request), _from_vcr_response(response)))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise CassetteFormatError(path, f"interactions[{i}]: {_describe(exc)}") from exc
+    return result
+
+
+def _describe(exc: Exception) -> str:
+    return f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+
+
+def _from_vcr_request(request: Any) -> Request:
+    return Request(
+        method=str(request.method),
+        url=str(request.uri),
+        headers=[(str(name), _first(value)) for name, value in request.headers.items()],
+        body=_as_bytes(request.body),
+    )
+
+
+def _from_vcr_response(response: Any) -> Response:
+    if "status_code" in response:  # the layout older vcrpy httpx stubs recorded
+        from vcr.filters import decode_response
+        from vcr.serializers.compat import convert_body_to_bytes
+
+        response = decode_response(
+            convert_body_to_bytes(
+                {
+                    "headers": response["headers"],
+                    "body": {"string": response["content"]},
+                    "status": {"code": response["status_code"]},
+                }
+            )
+        )
+    headers = [
+        (str(name), str(value))
+        for name, values in response["headers"].items()
+        for value in (values if isinstance(values, list) else [values])
+    ]
+    body = _as_bytes(response["body"]["string"])
+    return Response(
+        status=response["status"]["code"],
+        headers=headers,
+        chunks=[Chunk(0.0, body)] if body else [],
+        end=StreamEnd(at=0.0),
+    )
+
+
+def _first(value: Any) -> str:
+    return str(value[0] if isinstance(value, list) and value else value)
+
+
+def _as_bytes(body: Any) -> bytes:
+    """A vcrpy body as bytes: None, str, bytes, a file-like or an iterable of pieces."""
+    if body is None:
+        return b""
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if isinstance(body, (bytes, bytearray)):
+        return bytes(body)
+    if hasattr(body, "read"):
+        return _as_bytes(body.read())
+    return b"".join(_as_bytes(piece) for piece in body)

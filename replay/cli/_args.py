@@ -1,0 +1,74 @@
+"""What the verbs of the `replay` command share: how a verb's parser is made, the options
+several verbs take (`--fault`, the program after `--`), and the type of a verb's handler."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import TypeAlias
+
+__all__ = [
+    "Command",
+    "Verbs",
+    "add_command_args",
+    "add_fault_option",
+    "command_of",
+    "formatter",
+    "verb",
+]
+
+Command: TypeAlias = Callable[[argparse.Namespace], int]
+# A string: argparse's action class cannot be subscripted at run time.
+Verbs: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def formatter(prog: str) -> argparse.HelpFormatter:
+    """The help layout of `replay` and its verbs: descriptions and examples as written."""
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
+
+
+def verb(
+    verbs: Verbs,
+    name: str,
+    summary: str,
+    description: str,
+    example: str,
+) -> argparse.ArgumentParser:
+    """Add the parser of the verb `name`, with its one-line summary, description and example."""
+    return verbs.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=f"example:\n  {example}",
+        formatter_class=formatter,
+    )
+
+
+def add_command_args(parser: argparse.ArgumentParser) -> None:
+    """The program to run (`record`, `run`): CMD and its arguments, after `--`."""
+    # What follows "--" is split off in `main` before parsing: a REMAINDER positional after
+    # OUT / CASSETTE would swallow the options given after it ("run c.msgpack --speed 1 --").
+    parser.add_argument(
+        "command", nargs="*", metavar="CMD", help="the program to run and its arguments, after --"
+    )
+
+
+def command_of(args: argparse.Namespace) -> list[str]:
+    """The program to run, as given after `--`; exits with a usage error when there is none."""
+    command = list(args.command)
+    if not command:
+        raise SystemExit(f"replay {args.verb}: error: no command given: add -- CMD [ARGS...]")
+    return command
+
+
+def add_fault_option(parser: argparse.ArgumentParser) -> None:
+    """`--fault SPEC` (repeatable), for the verbs that replay."""
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        dest="faults",
+        metavar="SPEC",
+        help='a fault to inject at replay, e.g. "cut(after_events=5)", '
+        '"status(429, times=1)", "stall(after_events=3, seconds=30)" (repeatable)',
+    )

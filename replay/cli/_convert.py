@@ -1,0 +1,37 @@
+"""`replay convert`: a cassette into another format (replay, vcrpy YAML, JSON), by suffix."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from replay.cli._args import Command, Verbs, verb
+
+__all__ = ["COMMANDS", "add_verbs"]
+
+
+def add_verbs(verbs: Verbs) -> None:
+    """Add the parser of `convert`."""
+    convert = verb(
+        verbs,
+        "convert",
+        "convert between replay's format, vcrpy YAML and JSON",
+        "Convert SRC to DST, by their suffixes: .msgpack (replay), .yaml/.yml (vcrpy), "
+        ".json (export). vcrpy cassettes carry no timing: they convert with every chunk at 0.",
+        "replay convert cassettes/app.msgpack cassettes/app.yaml",
+    )
+    convert.add_argument("src", type=Path, metavar="SRC")
+    convert.add_argument("dst", type=Path, metavar="DST")
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from replay.convert import convert
+
+    count = convert(args.src, args.dst)
+    plural = "" if count == 1 else "s"
+    print(f"{args.src} -> {args.dst}: {count} interaction{plural}", file=sys.stderr)
+    return 0
+
+
+COMMANDS: dict[str, Command] = {"convert": _convert}

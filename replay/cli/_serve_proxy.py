@@ -1,0 +1,57 @@
+"""`replay serve` and `replay proxy`: HTTP servers on 127.0.0.1 that replay or record."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from replay.cli._args import Command, Verbs, add_fault_option, verb
+
+__all__ = ["COMMANDS", "add_verbs"]
+
+
+def add_verbs(verbs: Verbs) -> None:
+    """Add the parsers of `serve` and `proxy`."""
+    serve = verb(
+        verbs,
+        "serve",
+        "serve a cassette over HTTP on 127.0.0.1, with its timing",
+        "Run an HTTP server on 127.0.0.1 that answers each request from CASSETTE at its "
+        "recorded pace, for clients in any language.",
+        "replay serve cassettes/app.msgpack --port 8080 --speed 1",
+    )
+    serve.add_argument("cassette", type=Path, metavar="CASSETTE")
+    serve.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any)")
+    serve.add_argument("--speed", default="1", help="1 (default), 10x, instant")
+    serve.add_argument("--repeat", action="store_true", help="let interactions play again")
+    add_fault_option(serve)
+
+    proxy = verb(
+        verbs,
+        "proxy",
+        "record any client through a local reverse proxy",
+        "Run a reverse proxy on 127.0.0.1 that forwards to --target, streaming responses "
+        "through as they arrive, and records them into -o OUT (saved after each interaction "
+        "and on exit: Ctrl-C or SIGTERM).",
+        "replay proxy --target https://api.openai.com -o cassettes/node.msgpack --port 8080",
+    )
+    proxy.add_argument("--target", required=True, help="the upstream base URL")
+    proxy.add_argument("-o", "--out", type=Path, required=True, help="the cassette to write")
+    proxy.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any)")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from replay.serve import serve
+
+    serve(args.cassette, port=args.port, speed=args.speed, repeat=args.repeat, faults=args.faults)
+    return 0
+
+
+def _proxy(args: argparse.Namespace) -> int:
+    from replay.proxy import proxy
+
+    proxy(args.target, args.out, port=args.port)
+    return 0
+
+
+COMMANDS: dict[str, Command] = {"serve": _serve, "proxy": _proxy}

@@ -1,0 +1,74 @@
+"""`replay show` and `replay play`: what a cassette holds, as text or as a paced body."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from replay.cli._args import Command, Verbs, add_fault_option, verb
+
+__all__ = ["COMMANDS", "add_verbs"]
+
+
+def add_verbs(verbs: Verbs) -> None:
+    """Add the parsers of `show` and `play`."""
+    show = verb(
+        verbs,
+        "show",
+        "list a cassette's interactions (or events, raw bytes, JSON)",
+        "Print a table of the interactions in CASSETTE: method, URL, status, chunks, bytes, "
+        "time to first byte, duration, SSE events. The plain output is stable and diffs "
+        "well (use it as a git textconv).",
+        "replay show cassettes/app.msgpack --events",
+    )
+    show.add_argument("cassette", type=Path, metavar="CASSETTE")
+    form = show.add_mutually_exclusive_group()
+    form.add_argument("--events", action="store_true", help="each SSE event with its time")
+    form.add_argument("--raw", action="store_true", help="the bodies as text")
+    form.add_argument("--json", action="store_true", help="a machine-readable dump")
+
+    play = verb(
+        verbs,
+        "play",
+        "write an interaction's body to stdout at its recorded pace",
+        "Write the body of one interaction of CASSETTE to stdout, chunk by chunk, at its "
+        "recorded timing (or --speed times it).",
+        "replay play cassettes/app.msgpack -i 0 --speed 2",
+    )
+    play.add_argument("cassette", type=Path, metavar="CASSETTE")
+    play.add_argument("-i", "--interaction", type=int, default=0, metavar="N", help="index (0)")
+    play.add_argument("--speed", default="1", help="1 (default), 10x, instant")
+    add_fault_option(play)
+
+
+def _show(args: argparse.Namespace) -> int:
+    from replay import describe
+    from replay.cassette import Cassette
+
+    cassette = Cassette.load(args.cassette)
+    if args.events:
+        text = describe.events(cassette)
+    elif args.raw:
+        text = describe.raw(cassette)
+    elif args.json:
+        text = describe.to_json(cassette)
+    else:
+        text = describe.table(cassette)
+    # UTF-8 whatever the locale: the output must be the same everywhere (git textconv).
+    sys.stdout.buffer.write(text.encode("utf-8"))
+    sys.stdout.flush()
+    return 0
+
+
+def _play(args: argparse.Namespace) -> int:
+    from replay import describe
+    from replay.cassette import Cassette
+
+    cassette = Cassette.load(args.cassette)
+    out = sys.stdout.buffer
+    describe.play(cassette, args.interaction, args.speed, out, faults=args.faults)
+    return 0
+
+
+COMMANDS: dict[str, Command] = {"show": _show, "play": _play}
