@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from replay._child import Progress, is_event_stream
+from replay._progress import Progress, is_event_stream
 from replay.model import Interaction, TimedEvent
 
 __all__ = ["StatusLine", "is_terminal", "summary_lines"]

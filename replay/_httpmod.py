@@ -8,13 +8,24 @@ module, hence one thin stream class per module, made once.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import socket
 import sys
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import Any, Protocol
 
-__all__ = ["AsyncSource", "SyncSource", "async_stream", "error_class", "module_of", "sync_stream"]
+__all__ = [
+    "AsyncSource",
+    "SyncSource",
+    "async_stream",
+    "error_class",
+    "headers_of",
+    "interrupt",
+    "module_of",
+    "sync_stream",
+]
 
 
 class SyncSource(Protocol):
@@ -83,3 +94,26 @@ def sync_stream(module: ModuleType, source: SyncSource) -> Any:
 def async_stream(module: ModuleType, source: AsyncSource) -> Any:
     """`source` as a `module.AsyncByteStream`."""
     return _stream_classes(module)[1](source)
+
+
+def headers_of(response: Any) -> list[tuple[str, str]]:
+    """The raw headers of an httpx / httpx2 response, as (name, value) pairs of str."""
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers.raw]
+
+
+def interrupt(upstream: Any) -> bool:
+    """Shut down the socket of `upstream`'s HTTP/1 connection; False if it has none.
+
+    A read blocked on a socket is not woken by another thread closing it (Linux), but it is
+    by a shutdown. Only HTTP/1 connections qualify: an HTTP/2 socket carries other streams.
+    """
+    extensions = upstream.extensions
+    if extensions.get("http_version", b"HTTP/1.1") not in (b"HTTP/1.0", b"HTTP/1.1"):
+        return False
+    network_stream = extensions.get("network_stream")
+    sock = None if network_stream is None else network_stream.get_extra_info("socket")
+    if not isinstance(sock, socket.socket):
+        return False
+    with contextlib.suppress(OSError):  # already shut down or closed: the read is over anyway
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    return True

@@ -29,18 +29,15 @@ from __future__ import annotations
 import collections
 import contextlib
 import importlib
-import socket
-import sys
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable
-from types import ModuleType
 from typing import Any, Final
 
 import anyio
 
 from replay import patch
-from replay._httpmod import AsyncSource
+from replay._httpmod import AsyncSource, headers_of, interrupt, module_of
 from replay.engine.recorder import Recording
 
 __all__ = ["send_in_thread", "unsupported_reason"]
@@ -69,14 +66,10 @@ _POOL_SETTINGS: Final = (
 _CLOSE_WAIT: Final = 0.5
 
 
-def _module_of(obj: object) -> ModuleType:
-    return sys.modules[type(obj).__module__.partition(".")[0]]
-
-
 def unsupported_reason(transport: object, request: Any) -> str | None:
     """Why the response to `request` through `transport` cannot be read from a thread; None
     when it can."""
-    module = _module_of(transport)
+    module = module_of(transport)
     core_name = _CORES.get(module.__name__)
     if core_name is None or type(transport) is not getattr(module, "AsyncHTTPTransport", None):
         return f"{type(transport).__qualname__} is not {module.__name__}.AsyncHTTPTransport"
@@ -93,7 +86,7 @@ def unsupported_reason(transport: object, request: Any) -> str | None:
         return "its pool has a custom network backend"
     if pool._ssl_context is None or not isinstance(pool._socket_options, (list, tuple, type(None))):
         return "its pool's settings cannot be copied"
-    if _module_of(request) is not module or "trace" in request.extensions:
+    if module_of(request) is not module or "trace" in request.extensions:
         return "the request has a trace extension (async callbacks)"
     return None
 
@@ -102,7 +95,7 @@ class _Twin:
     """The sync twin of one async transport, and the pumps it serves."""
 
     def __init__(self, transport: Any) -> None:
-        module, pool = _module_of(transport), transport._pool
+        module, pool = module_of(transport), transport._pool
         limits = module.Limits(
             max_connections=pool._max_connections,
             max_keepalive_connections=pool._max_keepalive_connections,
@@ -173,19 +166,6 @@ class _HookFailed(_Failed):
 _END: Final = object()
 
 
-def _interrupt(upstream: Any) -> None:
-    """Shut down the socket of `upstream`'s HTTP/1 connection, waking a read blocked on it
-    (closing it from another thread would not, on Linux). An HTTP/2 socket carries other
-    streams: it is left alone, and the thread stops at its next chunk."""
-    if upstream.extensions.get("http_version", b"HTTP/1.1") not in (b"HTTP/1.0", b"HTTP/1.1"):
-        return
-    network_stream = upstream.extensions.get("network_stream")
-    sock = None if network_stream is None else network_stream.get_extra_info("socket")
-    if isinstance(sock, socket.socket):
-        with contextlib.suppress(OSError):  # already shut down or closed
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-
 class _Pump:
     """One request sent and read by a worker thread; the client's loop takes what it queued.
 
@@ -226,7 +206,7 @@ class _Pump:
                 upstream.close()
             self._put(_END)
             return
-        self._recording.got_headers(upstream.status_code, _headers(upstream))
+        self._recording.got_headers(upstream.status_code, headers_of(upstream))
         self._put(upstream)
         self._put(self._read(upstream))
 
@@ -287,7 +267,7 @@ class _Pump:
         with self._lock:
             self._abandoned = True
             if self._upstream is not None and self._reading:
-                _interrupt(self._upstream)
+                interrupt(self._upstream)
 
     async def close(self) -> None:
         """The client closed early: stop, then wait (briefly, shielded) for the connection
@@ -301,10 +281,6 @@ class _Pump:
                 last = await self.get()
         if isinstance(last, _HookFailed):
             raise last.error
-
-
-def _headers(upstream: Any) -> list[tuple[str, str]]:
-    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in upstream.headers.raw]
 
 
 class _Body:
@@ -353,7 +329,7 @@ async def send_in_thread(
     wake = _scheduler()
     if wake is None or unsupported_reason(transport, request) is not None:
         return None
-    module = _module_of(request)
+    module = module_of(request)
     sync_request = module.Request(
         method=request.method,
         url=request.url,

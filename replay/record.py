@@ -23,7 +23,6 @@ import contextlib
 import functools
 import math
 import queue
-import socket
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
@@ -31,7 +30,7 @@ from typing import Any
 import anyio
 import httpx
 
-from replay._httpmod import async_stream, module_of, sync_stream
+from replay._httpmod import async_stream, headers_of, interrupt, module_of, sync_stream
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock
 from replay.engine.recorder import Recording, Tape
@@ -64,24 +63,6 @@ _CLOSE_WAIT = 0.5
 class _Failed:
     def __init__(self, error: Exception) -> None:
         self.error = error
-
-
-def _interrupt(upstream: Any) -> bool:
-    """Shut down the socket of `upstream`'s HTTP/1 connection; False if it has none.
-
-    A read blocked on a socket is not woken by another thread closing it (Linux), but it is
-    by a shutdown. Only HTTP/1 connections qualify: an HTTP/2 socket carries other streams.
-    """
-    extensions = upstream.extensions
-    if extensions.get("http_version", b"HTTP/1.1") not in (b"HTTP/1.0", b"HTTP/1.1"):
-        return False
-    network_stream = extensions.get("network_stream")
-    sock = None if network_stream is None else network_stream.get_extra_info("socket")
-    if not isinstance(sock, socket.socket):
-        return False
-    with contextlib.suppress(OSError):  # already shut down or closed: the read is over anyway
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-    return True
 
 
 class _Tap:
@@ -169,7 +150,7 @@ class _SyncTap(_Tap):
         with self._lock:
             # Once the pump stopped reading, the connection may be back in the pool (and in
             # use by another request): only a connection still being read may be shut down.
-            wakeable = not self._reading or _interrupt(self._upstream)
+            wakeable = not self._reading or interrupt(self._upstream)
         if wakeable:
             self._thread.join(_CLOSE_WAIT)
         if self._thread.is_alive():  # a read nothing can wake (HTTP/2, a custom transport)
@@ -263,10 +244,6 @@ class _AsyncTap(_Tap):
         self._raise_unheard()
 
 
-def _headers_of(upstream: Any) -> list[tuple[str, str]]:
-    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in upstream.headers.raw]
-
-
 def record_sync(
     request: Any, send: Callable[[Any], Any], tape: Tape, *, clock: Clock | None = None
 ) -> Any:
@@ -281,7 +258,7 @@ def record_sync(
     except BaseException as error:
         recording.finish(error=error)
         raise
-    recording.got_headers(upstream.status_code, _headers_of(upstream))
+    recording.got_headers(upstream.status_code, headers_of(upstream))
     return _response_like(upstream, sync_stream(module_of(upstream), _SyncTap(recording, upstream)))
 
 
@@ -337,7 +314,7 @@ async def record_async(
         request.extensions.pop(RECORDING, None)
     if upstream.extensions.get(RECORDED):
         return upstream
-    recording.got_headers(upstream.status_code, _headers_of(upstream))
+    recording.got_headers(upstream.status_code, headers_of(upstream))
     recording.read_on_loop = True
     return _response_like(
         upstream, async_stream(module_of(upstream), _AsyncTap(recording, upstream))

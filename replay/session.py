@@ -1,19 +1,14 @@
-"""`use_cassette`: the record-mode policy and the life of a cassette around a block of code.
+"""`use_cassette`: the life of a cassette around a block of code.
 
 On enter: load the cassette (if its file exists), decide what may be replayed and what may
-be recorded, and route the httpx / httpx2 traffic of this context (task or thread, and the
-threads it starts: see `replay.patch`) through this session. Each request is then replayed
+be recorded (the record modes of `replay.modes`), and route the httpx / httpx2 traffic of
+this context (task or thread, and the threads it starts: see `replay.patch`) through this
+session. Each request is then replayed
 (the engine's `Player`), recorded (onto the engine's `Tape`), or refused with
 `CassetteMismatchError`. On exit: stop routing, wait (at most `finish_timeout`) for the
 recordings still streaming, end what is still open as stopped by the session, and if
 anything was recorded, merge it into the file under an inter-process lock
 (`replay.store.merge`).
-
-Record modes (vcrpy's):
-    none          replay only; an unmatched request raises before any connection is attempted.
-    once          record if the cassette file does not exist yet, else replay only.
-    new_episodes  replay what matches, record the rest.
-    all           record everything, replay nothing; re-recorded requests replace old ones.
 
 Faults (`faults=[...]`, see `replay.faults`) apply to what is replayed, with attempts
 counted per interaction afresh at each enter. `speed="virtual"` replays as recorded on
@@ -22,14 +17,13 @@ virtual time (see `replay.vtime`): the session patches the `time` clocks while i
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import anyio
 
@@ -41,6 +35,15 @@ from replay.errors import CassetteMismatchError, ConfigurationError
 from replay.faults import Fault, FaultLike, Injector, coerce
 from replay.matching import DEFAULT_MATCH_ON, MatchIndex, MatchOn
 from replay.model import Interaction, Request
+from replay.modes import (
+    RECORD_MODES,
+    RecordMode,
+    forced_record_mode,
+    in_force,
+    may_replay_and_record,
+    why_not_recorded,
+)
+from replay.modes import check as check_mode
 from replay.playback import play_async, play_sync
 from replay.record import record_async, record_sync
 from replay.redact import Redactor
@@ -59,42 +62,11 @@ __all__ = [
 #: The speed that replays as recorded on virtual time.
 VIRTUAL = "virtual"
 
-RecordMode = Literal["none", "once", "new_episodes", "all"]
-RECORD_MODES: tuple[str, ...] = ("none", "once", "new_episodes", "all")
-
 F = TypeVar("F", bound=Callable[..., Any])
-
-# A record mode imposed on every session of the process (pytest's --record-mode), so that
-# `--record-mode=none` holds for the decorator form and direct library calls too.
-_forced_mode: list[str] = []
-
-
-@contextlib.contextmanager
-def forced_record_mode(record_mode: str) -> Iterator[None]:
-    """Within the block, every cassette session uses `record_mode`, whatever it was given.
-
-    Raises:
-        ConfigurationError: an unknown record mode.
-    """
-    if record_mode not in RECORD_MODES:
-        raise ConfigurationError(
-            f"unknown record mode {record_mode!r}: use one of {', '.join(RECORD_MODES)}"
-        )
-    _forced_mode.append(record_mode)
-    try:
-        yield
-    finally:
-        _forced_mode.pop()
-
 
 #: Seconds a session's exit waits, by default, for recordings still streaming.
 DEFAULT_FINISH_TIMEOUT = 5.0
 _FINISH_POLL = 0.005
-
-_WHY_NOT_RECORDED = {
-    "none": "Record mode 'none' only replays: it never records.",
-    "once": "Record mode 'once' only replays, because the cassette file already existed.",
-}
 
 
 class CassetteSession:
@@ -116,10 +88,7 @@ class CassetteSession:
         faults: Iterable[FaultLike] = (),
         finish_timeout: float = DEFAULT_FINISH_TIMEOUT,
     ) -> None:
-        if record_mode not in RECORD_MODES:
-            raise ConfigurationError(
-                f"unknown record mode {record_mode!r}: use one of {', '.join(RECORD_MODES)}"
-            )
+        check_mode(record_mode)
         if isinstance(finish_timeout, bool) or not isinstance(finish_timeout, (int, float)):
             raise ConfigurationError(f"finish_timeout must be seconds, not {finish_timeout!r}")
         if not 0 <= finish_timeout < float("inf"):
@@ -191,11 +160,7 @@ class CassetteSession:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        patch.uninstall(self)
-        tape = self._tape
-        if tape is not None:
-            tape.finish(self._finish_wait())
-        self._close()
+        self._leave(self._finish_wait())
 
     async def __aenter__(self) -> Cassette:
         return self.__enter__()
@@ -208,12 +173,17 @@ class CassetteSession:
     ) -> None:
         patch.uninstall(self)
         tape = self._tape
-        if tape is not None:
-            # Wait without blocking the event loop: an async recording may be read on it.
-            deadline = time.monotonic() + self.finish_timeout
-            while tape.open and time.monotonic() < deadline:
-                await anyio.sleep(_FINISH_POLL)
-            tape.finish(0.0)
+        # Wait without blocking the event loop: an async recording may be read on it.
+        deadline = time.monotonic() + self.finish_timeout
+        while tape is not None and tape.open and time.monotonic() < deadline:
+            await anyio.sleep(_FINISH_POLL)
+        self._leave(0.0)
+
+    def _leave(self, wait: float) -> None:
+        """Stop routing, finish the recordings (waiting up to `wait` s), save, forget."""
+        patch.uninstall(self)
+        if self._tape is not None:
+            self._tape.finish(wait)
         self._close()
 
     def _finish_wait(self) -> float:
@@ -234,10 +204,8 @@ class CassetteSession:
         existed = self.path.exists()
         interactions = load_interactions(self.path) if existed else []
         self._loaded = len(interactions)
-        self.record_mode = _forced_mode[-1] if _forced_mode else self._requested_mode
-        mode = self.record_mode
-        self._may_replay = mode in ("none", "new_episodes") or (mode == "once" and existed)
-        self._may_record = mode in ("new_episodes", "all") or (mode == "once" and not existed)
+        self.record_mode = mode = in_force(self._requested_mode)
+        self._may_replay, self._may_record = may_replay_and_record(mode, existed)
         cassette = Cassette(
             interactions,
             path=self.path,
@@ -326,7 +294,7 @@ class CassetteSession:
         wanted = Request.from_httpx(request)
         if self._may_record:
             return player.find(wanted)
-        return player.take(wanted, reason=_WHY_NOT_RECORDED.get(self.record_mode, ""))
+        return player.take(wanted, reason=why_not_recorded(self.record_mode))
 
     def _tape_now(self) -> Tape:
         tape = self._tape

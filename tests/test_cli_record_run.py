@@ -21,8 +21,8 @@ import attrs
 import pytest
 
 import replay
-from replay._child import Progress
 from replay._origin import Origin, Script, SeenRequest
+from replay._progress import Progress
 from replay._streams import HELLO_TEXT, chat_hello, responses_hello
 from replay.child import summary_lines
 
