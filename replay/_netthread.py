@@ -26,23 +26,20 @@ asyncio or trio, and httpx / httpcore versions whose pool lacks the settings rea
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import importlib
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any, Final
 
-import anyio
-
 from replay import patch
-from replay._httpmod import AsyncSource, headers_of, interrupt, module_of
+from replay._httpmod import AsyncSource, module_of
+from replay._reader import END, Failed, Schedule, ThreadReader
 from replay.engine.recorder import Recording
 
 __all__ = ["send_in_thread", "unsupported_reason"]
 
-_Schedule = Callable[[Callable[[], None]], object]
 
 #: The HTTP modules served, and the httpcore each builds its pools from.
 _CORES: Final = {"httpx": "httpcore", "httpx2": "httpcore2"}
@@ -61,9 +58,6 @@ _POOL_SETTINGS: Final = (
     "_socket_options",
     "_network_backend",
 )
-
-#: How long closing early waits for the thread to let go of the connection.
-_CLOSE_WAIT: Final = 0.5
 
 
 def unsupported_reason(transport: object, request: Any) -> str | None:
@@ -111,14 +105,11 @@ class _Twin:
             retries=pool._retries,
             socket_options=pool._socket_options,
         )
-        self.pumps: weakref.WeakSet[_Pump] = weakref.WeakSet()
-        self.lock = threading.Lock()
+        self.readers: weakref.WeakSet[ThreadReader] = weakref.WeakSet()
 
     def close(self) -> None:
-        with self.lock:
-            pumps = list(self.pumps)
-        for pump in pumps:
-            pump.abandon()
+        for reader in list(self.readers):
+            reader.abandon()
         with contextlib.suppress(Exception):
             self.transport.close()
 
@@ -136,7 +127,7 @@ def _twin(transport: Any) -> _Twin:
         return twin
 
 
-def _scheduler() -> _Schedule | None:
+def _scheduler() -> Schedule | None:
     """A thread-safe, non-blocking "run this soon on the running event loop"; None for an
     event loop other than asyncio's or trio's."""
     import sniffio
@@ -153,166 +144,32 @@ def _scheduler() -> _Schedule | None:
     return None
 
 
-class _Failed:
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-
-
-class _HookFailed(_Failed):
-    """Storing the recording failed (a `before_record` hook raised): the client must hear
-    of it, even when it closes without reading to the end."""
-
-
-_END: Final = object()
-
-
-class _Pump:
-    """One request sent and read by a worker thread; the client's loop takes what it queued.
-
-    Items, in order: the upstream response (or _Failed: no headers), its chunks, then _END or
-    _Failed(error), queued once the upstream response is closed (the connection released).
-    """
-
-    def __init__(self, twin: _Twin, request: Any, recording: Recording, wake: _Schedule) -> None:
-        self._twin = twin
-        self._request = request
-        self._recording = recording
-        self._schedule = wake
-        self._lock = threading.Lock()
-        self._items: collections.deque[object] = collections.deque()
-        self._waiter: anyio.Event | None = None  # set by a wake-up; loop side only
-        self._wake_pending = False
-        self._abandoned = False  # the client let go
-        self._upstream: Any = None
-        self._reading = False  # the thread may be blocked reading the connection
-        self.over = False  # loop side: the last item was taken
-        self._thread = threading.Thread(target=self._run, name="replay-recorder", daemon=True)
-        with twin.lock:
-            twin.pumps.add(self)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            with patch.bypassed():  # a session handled it already: this is its network send
-                upstream = self._twin.transport.handle_request(self._request)
-        except BaseException as failure:  # no headers: the client gets the module's error
-            self._put(_Failed(failure))
-            return
-        with self._lock:
-            self._upstream, abandoned = upstream, self._abandoned
-            self._reading = not abandoned
-        if abandoned:  # the client was cancelled while waiting for the headers
-            with contextlib.suppress(Exception):
-                upstream.close()
-            self._put(_END)
-            return
-        self._recording.got_headers(upstream.status_code, headers_of(upstream))
-        self._put(upstream)
-        self._put(self._read(upstream))
-
-    def _read(self, upstream: Any) -> object:
-        """Read the body to its end, noting each chunk as it arrives; the last item."""
-        error: BaseException | None = None
-        try:
-            for data in upstream.stream:
-                if self._abandoned:
-                    break
-                self._recording.got_chunk(data)
-                self._put(data)
-        except BaseException as caught:  # the body's end: recorded, and the client's too
-            error = caught
-        with self._lock:  # from here on the connection may go back to the pool
-            self._reading = False
-        with contextlib.suppress(Exception):
-            upstream.close()
-        if self._abandoned:
-            return _END
-        try:
-            self._recording.finish(error=error)  # at the network's time of the end
-        except Exception as failure:  # a before_record hook raised: the client hears of it
-            return _HookFailed(failure)
-        return _END if error is None else _Failed(error)
-
-    def _put(self, item: object) -> None:
-        with self._lock:
-            self._items.append(item)
-            if self._waiter is None or self._wake_pending:
-                return
-            self._wake_pending = True
-        try:
-            self._schedule(self._wake)
-        except Exception:  # the loop is closed, or the trio run ended: nobody will read
-            self._abandoned = True
-
-    def _wake(self) -> None:
-        with self._lock:
-            self._wake_pending = False
-            waiter, self._waiter = self._waiter, None
-        if waiter is not None:
-            waiter.set()
-
-    async def get(self) -> object:
-        """The next item, waiting for it on the client's loop."""
-        while True:
-            with self._lock:
-                if self._items:
-                    item = self._items.popleft()
-                    self.over = item is _END or isinstance(item, _Failed)
-                    return item
-                waiter = self._waiter = anyio.Event()
-            await waiter.wait()
-
-    def abandon(self) -> None:
-        """Stop the thread's reading (from any thread)."""
-        with self._lock:
-            self._abandoned = True
-            if self._upstream is not None and self._reading:
-                interrupt(self._upstream)
-
-    async def close(self) -> None:
-        """The client closed early: stop, then wait (briefly, shielded) for the connection
-        to be released; raise a `before_record` hook's failure met meanwhile."""
-        if self.over:
-            return
-        self.abandon()
-        last: object = None
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_WAIT):
-            while not self.over:
-                last = await self.get()
-        if isinstance(last, _HookFailed):
-            raise last.error
-
-
 class _Body:
-    """The body as the client reads it (an iterator class: nothing to finalize)."""
+    """The body as the client reads it on its loop (an iterator class: nothing to finalize)."""
 
-    def __init__(self, pump: _Pump, recording: Recording) -> None:
-        self._pump = pump
-        self._recording = recording
+    def __init__(self, reader: ThreadReader) -> None:
+        self._reader = reader
         self._closed = False
-        weakref.finalize(self, pump.abandon)  # dropped unclosed: stop the thread too
+        weakref.finalize(self, reader.abandon)  # dropped unclosed: stop the thread too
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self
 
     async def __anext__(self) -> bytes:
-        if self._pump.over:
+        if self._reader.over:
             raise StopAsyncIteration
-        item = await self._pump.get()
-        if isinstance(item, _Failed):
+        item = await self._reader.aget()
+        if isinstance(item, Failed):
             raise item.error
-        if item is _END:
+        if item is END:
             raise StopAsyncIteration
         assert isinstance(item, bytes)
         return item
 
     async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if not self._pump.over:
-            self._recording.finish(stopped_by="client")  # a no-op if it ended meanwhile
-        await self._pump.close()
+        if not self._closed:
+            self._closed = True
+            await self._reader.aclose()
 
 
 async def send_in_thread(
@@ -337,12 +194,19 @@ async def send_in_thread(
         stream=module.ByteStream(request.content),
         extensions=request.extensions,  # timeout, sni_hostname…
     )
-    pump = _Pump(_twin(transport), sync_request, recording, wake)
+    twin = _twin(transport)
+
+    def send() -> Any:
+        with patch.bypassed():  # a session handled it already: this is its network send
+            return twin.transport.handle_request(sync_request)
+
+    reader = ThreadReader(recording, send=send, wake=wake)
+    twin.readers.add(reader)
     try:
-        first = await pump.get()
+        first = await reader.aget()
     except BaseException:  # cancelled waiting for the headers: the thread lets them go
-        pump.abandon()
+        reader.abandon()
         raise
-    if isinstance(first, _Failed):
+    if isinstance(first, Failed):
         raise first.error
-    return first, _Body(pump, recording)
+    return first, _Body(reader)

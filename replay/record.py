@@ -1,19 +1,17 @@
 """Recording transports: pass a real response through to the client, chunk by chunk, and
 write down each chunk with the moment it came off the network.
 
-The upstream body is read eagerly, by a thread (sync) or a task (async), which stamps each
-chunk as it arrives and hands it over through a queue. So the stamps are the network's, not
-the client's: a client that dawdles between reads does not stretch the recorded gaps. The
-client still gets every chunk as soon as it arrives, and nothing is buffered whole: a client
-that stops early stops the recording at that point.
-
-The reader owns the upstream body and closes it when it stops. A client closing early
-cancels the reader task (async) or shuts the connection's socket down (sync: a thread
-blocked reading a socket is not woken by closing it), then waits briefly for the reader to
-let go, so that the connection is released when the client's close returns.
+The upstream body is read eagerly, and each chunk stamped as it arrives, by a worker thread
+(`replay._reader`): a sync client's, and an async client's whose transport has a sync twin
+(`replay._netthread`: the concrete `AsyncHTTPTransport`). Other async transports are read by
+a task on the client's event loop (`_AsyncTap`), whose stamps a client that blocks its loop
+delays. Either way a client that dawdles between reads does not stretch the recorded gaps,
+gets every chunk as soon as it arrives, and nothing is buffered whole: a client that stops
+early stops the recording there, and the reader lets go of the connection before the
+client's close returns.
 
 The timeline itself, finished exactly once, and where it goes are the engine's
-(`replay.engine.recorder`): this module only reads upstream bodies, sync and async.
+(`replay.engine.recorder`): this module only reads upstream bodies.
 """
 
 from __future__ import annotations
@@ -22,15 +20,14 @@ import asyncio
 import contextlib
 import functools
 import math
-import queue
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
 import httpx
 
-from replay._httpmod import async_stream, headers_of, interrupt, module_of, sync_stream
+from replay._httpmod import async_stream, headers_of, module_of, sync_stream
+from replay._reader import END, Failed, ThreadReader
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock
 from replay.engine.recorder import Recording, Tape
@@ -54,8 +51,6 @@ def _response_like(upstream: Any, stream: Any) -> Any:
     )
 
 
-_END = object()
-
 #: How long closing early waits for the reader to let go of the upstream body.
 _CLOSE_WAIT = 0.5
 
@@ -65,97 +60,29 @@ class _Failed:
         self.error = error
 
 
-class _Tap:
-    """What the sync and async taps share: finishing the recording, once, and making sure
-    the client hears of a sink that failed (a before_record hook raising), rather than
-    waiting forever for an ending the pump never sent or losing the error silently.
-    """
+class _SyncBody:
+    """The client's side of a sync recording: what the reader thread queued for it."""
 
     def __init__(self, recording: Recording, upstream: Any) -> None:
-        self._recording = recording
-        self._upstream = upstream
-        self._unheard: Exception | None = None  # a sink failure not yet raised to the client
-
-    def _finish(self, *, error: Exception | None = None, stopped: bool = False) -> Exception | None:
-        """Finish the recording (first call wins); the error the body should end with."""
-        try:
-            self._recording.finish(error=error, stopped_by="client" if stopped else None)
-        except Exception as failure:
-            self._unheard = failure
-            return failure
-        return error
-
-    def _raising(self, error: Exception) -> Exception:
-        """`error`, about to be raised to the client: it has been heard."""
-        if error is self._unheard:
-            self._unheard = None
-        return error
-
-    def _raise_unheard(self) -> None:
-        failure, self._unheard = self._unheard, None
-        if failure is not None:
-            raise failure
-
-
-class _SyncTap(_Tap):
-    """The client's side of a sync recording: reads what the pump thread queued.
-
-    The pump thread owns the upstream body: it reads it to the end, to an error, or until the
-    client closes, and then closes it. Closing early shuts the connection down first, so that
-    a pump blocked on an endless stream wakes at once and lets go of it.
-    """
-
-    def __init__(self, recording: Recording, upstream: Any) -> None:
-        super().__init__(recording, upstream)
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
-        self._closed = threading.Event()
-        self._lock = threading.Lock()
-        self._reading = True  # the pump may still be reading the upstream connection
-        self._thread = threading.Thread(target=self._pump, name="replay-recorder", daemon=True)
-        self._thread.start()
-
-    def _pump(self) -> None:
-        error: Exception | None = None
-        try:
-            for data in self._upstream.stream:
-                self._recording.got_chunk(data)
-                self._queue.put(data)
-                if self._closed.is_set():
-                    break
-        except Exception as caught:  # the stream's end, recorded; the client gets it below
-            error = caught
-        with self._lock:
-            self._reading = False
-        error = self._finish(error=error)  # a no-op when the client closed first
-        self._queue.put(_END if error is None else _Failed(error))
-        _quietly(self._upstream.close)
+        self._reader = ThreadReader(recording, upstream)
+        self._closed = False
 
     def __iter__(self) -> Iterator[bytes]:
         # A generator, not `return self`: httpx2 iterates its stream with `yield from`, which
         # calls the iterator's `close` when the client abandons it; that must not be ours.
         while True:
-            item = self._queue.get()
-            if item is _END:
+            item = self._reader.get()
+            if item is END:
                 return
-            if isinstance(item, _Failed):
-                raise self._raising(item.error)
+            if isinstance(item, Failed):
+                raise item.error
             assert isinstance(item, bytes)
             yield item
 
     def close(self) -> None:
-        if self._closed.is_set():
-            return
-        self._closed.set()
-        self._finish(stopped=True)
-        with self._lock:
-            # Once the pump stopped reading, the connection may be back in the pool (and in
-            # use by another request): only a connection still being read may be shut down.
-            wakeable = not self._reading or interrupt(self._upstream)
-        if wakeable:
-            self._thread.join(_CLOSE_WAIT)
-        if self._thread.is_alive():  # a read nothing can wake (HTTP/2, a custom transport)
-            _quietly(self._upstream.close)
-        self._raise_unheard()
+        if not self._closed:
+            self._closed = True
+            self._reader.close()
 
 
 def _quietly(close: Callable[[], object]) -> None:
@@ -180,7 +107,7 @@ def _spawn(function: Callable[[], Awaitable[None]]) -> None:
 _TASKS: set[asyncio.Task[None]] = set()
 
 
-class _AsyncTap(_Tap):
+class _AsyncTap:
     """The client's side of an async recording: reads what the pump task queued.
 
     An async iterator class rather than an async generator: an abandoned generator is
@@ -188,7 +115,9 @@ class _AsyncTap(_Tap):
     """
 
     def __init__(self, recording: Recording, upstream: Any) -> None:
-        super().__init__(recording, upstream)
+        self._recording = recording
+        self._upstream = upstream
+        self._unheard: Exception | None = None  # a sink failure not yet raised to the client
         self._send, self._receive = anyio.create_memory_object_stream[object](math.inf)
         self._scope = anyio.CancelScope()
         self._done = anyio.Event()
@@ -243,6 +172,26 @@ class _AsyncTap(_Tap):
             await self._done.wait()
         self._raise_unheard()
 
+    def _finish(self, *, error: Exception | None = None, stopped: bool = False) -> Exception | None:
+        """Finish the recording (first call wins); the error the body should end with."""
+        try:
+            self._recording.finish(error=error, stopped_by="client" if stopped else None)
+        except Exception as failure:
+            self._unheard = failure
+            return failure
+        return error
+
+    def _raising(self, error: Exception) -> Exception:
+        """`error`, about to be raised to the client: it has been heard."""
+        if error is self._unheard:
+            self._unheard = None
+        return error
+
+    def _raise_unheard(self) -> None:
+        failure, self._unheard = self._unheard, None
+        if failure is not None:
+            raise failure
+
 
 def record_sync(
     request: Any, send: Callable[[Any], Any], tape: Tape, *, clock: Clock | None = None
@@ -259,7 +208,9 @@ def record_sync(
         recording.finish(error=error)
         raise
     recording.got_headers(upstream.status_code, headers_of(upstream))
-    return _response_like(upstream, sync_stream(module_of(upstream), _SyncTap(recording, upstream)))
+    return _response_like(
+        upstream, sync_stream(module_of(upstream), _SyncBody(recording, upstream))
+    )
 
 
 #: The request extension through which `record_async` hands its recording to the network
