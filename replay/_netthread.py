@@ -38,7 +38,7 @@ from replay._httpmod import AsyncSource, module_of
 from replay._reader import END, Failed, Schedule, ThreadReader
 from replay.engine.recorder import Recording
 
-__all__ = ["send_in_thread", "unsupported_reason"]
+__all__ = ["close_twin", "send_in_thread", "unsupported_reason"]
 
 
 #: The HTTP modules served, and the httpcore each builds its pools from.
@@ -125,6 +125,14 @@ def _twin(transport: Any) -> _Twin:
             twin = _TWINS[transport] = _Twin(transport)
             weakref.finalize(transport, twin.close)
         return twin
+
+
+def close_twin(transport: Any) -> None:
+    """Stop what the twin of `transport` is reading and close its pool (if it has one)."""
+    with _TWINS_LOCK:
+        twin = _TWINS.pop(transport, None)
+    if twin is not None:
+        twin.close()
 
 
 def _scheduler() -> Schedule | None:

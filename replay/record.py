@@ -272,7 +272,27 @@ async def record_async(
     )
 
 
-class RecordingTransport(httpx.BaseTransport):
+class _RecordingShell:
+    """What the sync and async recording transports share: the inner transport, the clock
+    and the tape."""
+
+    def __init__(
+        self,
+        cassette: Cassette,
+        inner: Any,
+        *,
+        redactor: Redactor | None = None,
+        clock: Clock | None = None,
+        on_recorded: Callable[[Interaction], None] | None = None,
+    ) -> None:
+        self.cassette = cassette
+        self.inner = inner
+        self.clock = clock
+        #: Where recordings go: redacted, then appended to `cassette`.
+        self.tape = Tape(cassette, redactor, on_recorded=on_recorded)
+
+
+class RecordingTransport(_RecordingShell, httpx.BaseTransport):
     """Wraps a real sync transport (httpx or httpx2) and records every response into a cassette.
 
     Args:
@@ -283,21 +303,6 @@ class RecordingTransport(httpx.BaseTransport):
         on_recorded: called with each interaction once it is stored (e.g. to log it).
     """
 
-    def __init__(
-        self,
-        cassette: Cassette,
-        inner: Any,
-        *,
-        redactor: Redactor | None = None,
-        clock: Clock | None = None,
-        on_recorded: Callable[[Interaction], None] | None = None,
-    ) -> None:
-        self.cassette = cassette
-        self.inner = inner
-        self.clock = clock
-        #: Where recordings go: redacted, then appended to `cassette`.
-        self.tape = Tape(cassette, redactor, on_recorded=on_recorded)
-
     def handle_request(self, request: Any) -> Any:
         """Send through `inner`, recording the response as it streams."""
         return record_sync(request, self.inner.handle_request, self.tape, clock=self.clock)
@@ -307,23 +312,9 @@ class RecordingTransport(httpx.BaseTransport):
         self.inner.close()
 
 
-class AsyncRecordingTransport(httpx.AsyncBaseTransport):
-    """Async twin of `RecordingTransport`: wraps a real async transport."""
-
-    def __init__(
-        self,
-        cassette: Cassette,
-        inner: Any,
-        *,
-        redactor: Redactor | None = None,
-        clock: Clock | None = None,
-        on_recorded: Callable[[Interaction], None] | None = None,
-    ) -> None:
-        self.cassette = cassette
-        self.inner = inner
-        self.clock = clock
-        #: Where recordings go: redacted, then appended to `cassette`.
-        self.tape = Tape(cassette, redactor, on_recorded=on_recorded)
+class AsyncRecordingTransport(_RecordingShell, httpx.AsyncBaseTransport):
+    """Async twin of `RecordingTransport`: wraps a real async transport. Through an
+    `AsyncHTTPTransport` the body is read by a worker thread (see `replay._netthread`)."""
 
     async def handle_async_request(self, request: Any) -> Any:
         """Send through `inner`, recording the response as it streams."""
@@ -331,5 +322,8 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
         return await record_async(request, send, self.tape, clock=self.clock)
 
     async def aclose(self) -> None:
-        """Close the inner transport."""
+        """Close the inner transport (and the sync twin replay read it through)."""
+        from replay._netthread import close_twin
+
+        close_twin(self.inner)
         await self.inner.aclose()
