@@ -13,10 +13,10 @@ import binascii
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from replay.errors import CassetteFormatError
-from replay.model import Chunk, Interaction, Request, Response, StreamEnd
+from replay.model import STOPPERS, Chunk, Interaction, Request, Response, StreamEnd
 
 __all__ = [
     "JSON_FORMAT_NAME",
@@ -59,6 +59,7 @@ def _json_interaction(interaction: Interaction) -> dict[str, Any]:
                 "error": end.error,
                 "message": end.message,
                 "truncated": end.truncated,
+                **({"stopped_by": end.stopped_by} if end.stopped_by == "session" else {}),
             },
         },
     }
@@ -70,7 +71,8 @@ def export_json(interactions: Sequence[Interaction]) -> str:
     Layout: `{"format": "replay-cassette-json", "version": 1, "interactions": [{"request":
     {"method", "url", "headers": [[name, value], ...], "body" | "body_base64"}, "response":
     {"status", "headers", "headers_at", "chunks": [{"at", "data" | "data_base64"}, ...],
-    "end": {"at", "error", "message", "truncated"}}}, ...]}`; times in seconds.
+    "end": {"at", "error", "message", "truncated", "stopped_by" (only "session")}}}, ...]}`;
+    times in seconds.
     """
     document = {
         "format": JSON_FORMAT_NAME,
@@ -182,8 +184,17 @@ def _json_response(item: dict[str, Any], where: str) -> Response:
             error=_get(end, "error", (str, type(None)), f"{where}.end"),
             message=_get(end, "message", str, f"{where}.end"),
             truncated=_get(end, "truncated", bool, f"{where}.end"),
+            stopped_by=_stopped_by(end, f"{where}.end"),
         ),
     )
+
+
+def _stopped_by(end: dict[str, Any], where: str) -> str | None:
+    truncated = _get(end, "truncated", bool, where)
+    stopped_by = end.get("stopped_by", "client" if truncated else None)
+    if stopped_by not in STOPPERS or (stopped_by is None) == truncated:
+        raise _Bad(f"{where}: stopped_by {stopped_by!r} does not fit truncated={truncated}")
+    return cast("str | None", stopped_by)
 
 
 def import_json(text: str, path: str | Path | None = None) -> list[Interaction]:

@@ -155,7 +155,9 @@ def _end_description(end: StreamEnd) -> str:
     if end.error is not None:
         message = _one_line(end.message, DATA_WIDTH)
         return f"end: {end.error}: {message}" if message else f"end: {end.error}"
-    return "end: truncated by the client" if end.truncated else "end: eof"
+    if end.truncated:
+        return f"end: truncated by the {end.stopped_by}"
+    return "end: eof"
 
 
 def raw(cassette: Cassette) -> str:

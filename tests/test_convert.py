@@ -384,3 +384,10 @@ def test_convert_errors_are_one_line(
     assert result.stderr.startswith(message)
     assert result.stderr.count("\n") == 1
     assert "Traceback" not in result.stderr
+
+
+def test_a_recording_the_session_stopped_survives_the_json_export() -> None:
+    end = StreamEnd(at=0.6, truncated=True, stopped_by="session")
+    response = Response(status=200, chunks=[Chunk(0.5, b"x")], end=end)
+    interaction = Interaction(Request(method="GET", url="https://a.test/"), response)
+    assert import_json(export_json([interaction])) == [interaction]

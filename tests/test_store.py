@@ -1029,3 +1029,22 @@ def test_golden_v1_events_keep_their_timing() -> None:
 def test_format_version_is_still_1() -> None:
     # A new version needs tests/golden/v2.msgpack, a reader for v1 files, and this test updated.
     assert FORMAT_VERSION == 1
+
+
+@pytest.mark.parametrize("stopped_by", ["client", "session"])
+def test_who_stopped_a_recording_survives_the_file(tmp_path: Path, stopped_by: str) -> None:
+    end = StreamEnd(at=0.6, truncated=True, stopped_by=stopped_by)
+    response = Response(status=200, chunks=[Chunk(0.5, b"x")], end=end)
+    interaction = Interaction(Request(method="GET", url="https://a.test/"), response)
+    path = tmp_path / "stopped.msgpack"
+    Cassette([interaction]).save(path)
+    assert Cassette.load(path).interactions[0].response.end.stopped_by == stopped_by
+
+
+def test_a_stopped_by_that_contradicts_truncated_is_a_format_error(tmp_path: Path) -> None:
+    document = msgpack.unpackb(dumps([sse_interaction()]), raw=False)
+    document["interactions"][0]["response"]["end"]["stopped_by"] = "session"  # not truncated
+    path = tmp_path / "bad.msgpack"
+    path.write_bytes(msgpack.packb(document, use_bin_type=True))
+    with pytest.raises(CassetteFormatError, match="stopped_by 'session' does not fit"):
+        Cassette.load(path)
