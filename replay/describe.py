@@ -18,7 +18,7 @@ import attrs
 
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
-from replay.engine import Data, End, Player, Stepper, Wait
+from replay.engine import Data, End, Player, Stepper, step_sync
 from replay.errors import ConfigurationError
 from replay.faults import FaultLike
 from replay.model import Chunks, Interaction, Response, StreamEnd, TimedEvent
@@ -266,10 +266,7 @@ def play(
     clock = MonotonicClock() if clock is None else clock
     stepper = Stepper(response, Schedule.starting_now(factor, clock))
     while True:
-        step = stepper.next(None if stepper.instant else clock.now())
-        if isinstance(step, Wait):
-            clock.sleep(step.seconds)
-            step = stepper.next()
+        step = step_sync(stepper, clock)
         if isinstance(step, Data):
             if step.data:
                 out.write(step.data)

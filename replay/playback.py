@@ -20,7 +20,17 @@ import httpx
 from replay._httpmod import async_stream, error_class, module_of, sync_stream
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
-from replay.engine import Data, End, Played, Player, Step, Stepper, Wait, read_timeouts
+from replay.engine import (
+    Data,
+    End,
+    Played,
+    Player,
+    Step,
+    Stepper,
+    read_timeouts,
+    step_async,
+    step_sync,
+)
 from replay.faults import FaultLike, Injector
 from replay.model import Request, Response
 from replay.redact import Redactor
@@ -35,31 +45,12 @@ def _read_timeout(request: Any) -> float | None:
 
 
 def _stepper(request: Any, played: Played, schedule: Schedule | None) -> Stepper:
-    response = played.response
-    timeouts = read_timeouts(response, played.stall_steps, _read_timeout(request))
-    return Stepper(response, schedule, timeouts=timeouts)
-
-
-def _now(stepper: Stepper, clock: Clock) -> float | None:
-    return None if stepper.instant else clock.now()
-
-
-def _step(stepper: Stepper, clock: Clock) -> Step:
-    """The next step, after waiting for it (sync)."""
-    step = stepper.next(_now(stepper, clock))
-    if isinstance(step, Wait):
-        clock.sleep(step.seconds)
-        step = stepper.next()
-    return step
-
-
-async def _astep(stepper: Stepper, clock: Clock) -> Step:
-    """The next step, after waiting for it (async)."""
-    step = stepper.next(_now(stepper, clock))
-    if isinstance(step, Wait):
-        await clock.asleep(step.seconds)
-        step = stepper.next()
-    return step
+    response, stalls = played.response, played.stall_steps
+    if not stalls:
+        return Stepper(response, schedule)
+    return Stepper(
+        response, schedule, timeouts=read_timeouts(response, stalls, _read_timeout(request))
+    )
 
 
 def _data_or_end(module: ModuleType, step: Step) -> bytes | None:
@@ -93,7 +84,7 @@ class _SyncReplay:
         _data_or_end(self.module, stepper.next())
 
     def __next__(self) -> bytes:
-        data = _data_or_end(self.module, _step(self.stepper, self.clock))
+        data = _data_or_end(self.module, step_sync(self.stepper, self.clock))
         if data is None:
             raise StopIteration
         return data
@@ -114,7 +105,7 @@ class _AsyncReplay:
         return self
 
     async def __anext__(self) -> bytes:
-        data = _data_or_end(self.module, await _astep(self.stepper, self.clock))
+        data = _data_or_end(self.module, await step_async(self.stepper, self.clock))
         if data is None:
             raise StopAsyncIteration
         return data
@@ -140,7 +131,7 @@ def play_sync(request: Any, played: Played, schedule: Schedule | None, clock: Cl
     """
     module = module_of(request)
     stepper = _stepper(request, played, schedule)
-    _step(stepper, clock)  # the headers
+    step_sync(stepper, clock)  # the headers
     return _response(
         module, played.response, sync_stream(module, _SyncReplay(module, stepper, clock))
     )
@@ -150,7 +141,7 @@ async def play_async(request: Any, played: Played, schedule: Schedule | None, cl
     """Async twin of `play_sync`."""
     module = module_of(request)
     stepper = _stepper(request, played, schedule)
-    await _astep(stepper, clock)  # the headers
+    await step_async(stepper, clock)  # the headers
     return _response(
         module, played.response, async_stream(module, _AsyncReplay(module, stepper, clock))
     )

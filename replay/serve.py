@@ -41,7 +41,7 @@ from replay._asgi import (
 )
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
-from replay.engine import Data, End, Head, Player, Stepper, Wait
+from replay.engine import Data, End, Head, Player, Stepper, step_async
 from replay.errors import CassetteMismatchError
 from replay.faults import FaultLike, coerce
 from replay.model import Request, Response
@@ -138,10 +138,7 @@ class ReplayApp:
 
     async def _play(self, stepper: Stepper, send: Send) -> None:
         while True:
-            step = stepper.next(None if stepper.instant else self.clock.now())
-            if isinstance(step, Wait):
-                await self.clock.asleep(step.seconds)
-                step = stepper.next()
+            step = await step_async(stepper, self.clock)
             if isinstance(step, Head):
                 response = stepper.response
                 headers = _replayed_headers(response)

@@ -10,7 +10,17 @@ The shells (the httpx/httpx2 transports, the session, `replay serve`, `replay pl
 
 from replay.engine.player import Played, Player
 from replay.engine.recorder import Recording, Tape
-from replay.engine.stepper import Data, End, Head, Step, Stepper, Wait, read_timeouts
+from replay.engine.stepper import (
+    Data,
+    End,
+    Head,
+    Step,
+    Stepper,
+    Wait,
+    read_timeouts,
+    step_async,
+    step_sync,
+)
 
 __all__ = [
     "Data",
@@ -24,4 +34,6 @@ __all__ = [
     "Tape",
     "Wait",
     "read_timeouts",
+    "step_async",
+    "step_sync",
 ]

@@ -16,8 +16,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-import attrs
-
 from replay.cassette import Cassette
 from replay.errors import CassetteMismatchError
 from replay.faults import Fault, FaultLike, Injector
@@ -27,9 +25,8 @@ from replay.redact import Redactor
 __all__ = ["Played", "Player"]
 
 
-@attrs.frozen
 class Played:
-    """What one request plays.
+    """What one request plays (a plain slotted class: one is made per replayed request).
 
     Args:
         index: the interaction's position in the cassette.
@@ -37,9 +34,15 @@ class Played:
         stall_steps: the chunk steps a stall fault delays (a read timeout may fire there).
     """
 
-    index: int
-    response: Response
-    stall_steps: tuple[int, ...] = ()
+    __slots__ = ("index", "response", "stall_steps")
+
+    def __init__(self, index: int, response: Response, stall_steps: tuple[int, ...] = ()) -> None:
+        self.index = index
+        self.response = response
+        self.stall_steps = stall_steps
+
+    def __repr__(self) -> str:
+        return f"Played(index={self.index}, stall_steps={self.stall_steps})"
 
 
 class Player:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from replay.clock import Schedule
+from replay.clock import Clock, Schedule
 from replay.model import Response
 
 __all__ = [
@@ -185,3 +185,25 @@ class Stepper:
         if self._timeouts:
             return self._timeouts.get(index, at)
         return at
+
+
+def step_sync(stepper: Stepper, clock: Clock) -> Step:
+    """The next step of `stepper`, once due: waits on `clock` (sync) when it must.
+
+    The wait is taken once, then the step: the clock is not asked again (a clock that moves
+    by its own rules, as virtual time does, cannot make this spin).
+    """
+    step = stepper.next(None if stepper.instant else clock.now())
+    if isinstance(step, Wait):
+        clock.sleep(step.seconds)
+        step = stepper.next()
+    return step
+
+
+async def step_async(stepper: Stepper, clock: Clock) -> Step:
+    """Async twin of `step_sync`: waits with `clock.asleep`."""
+    step = stepper.next(None if stepper.instant else clock.now())
+    if isinstance(step, Wait):
+        await clock.asleep(step.seconds)
+        step = stepper.next()
+    return step
