@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import sys
 import threading
 import weakref
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from replay import patch
 from replay._httpmod import AsyncSource, module_of
@@ -138,17 +139,19 @@ def close_twin(transport: Any) -> None:
 def _scheduler() -> Schedule | None:
     """A thread-safe, non-blocking "run this soon on the running event loop"; None for an
     event loop other than asyncio's or trio's."""
-    import sniffio
+    import asyncio
 
-    library = sniffio.current_async_library()
-    if library == "asyncio":
-        import asyncio
-
+    try:
         return asyncio.get_running_loop().call_soon_threadsafe
-    if library == "trio":
-        import trio
-
-        return trio.lowlevel.current_trio_token().run_sync_soon
+    except RuntimeError:  # not asyncio
+        pass
+    trio = sys.modules.get("trio")  # a trio run has imported it
+    if trio is not None:
+        try:
+            token = trio.lowlevel.current_trio_token()
+        except RuntimeError:  # not trio either
+            return None
+        return cast(Schedule, token.run_sync_soon)
     return None
 
 
