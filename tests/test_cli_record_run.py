@@ -487,3 +487,43 @@ def test_summary_shows_no_events_for_a_body_that_is_not_an_event_stream() -> Non
         "GET", "https://api.example.com/v1/models", "200", "-", "0.250", "s", "0.250", "s"
     ]  # fmt: skip
     assert lines[3] == "  total: 1 interaction, 0 events, 2 B"
+
+
+# -- recordings whose stamps a blocked event loop could delay ----------------------------------
+
+ASYNC_APPS = {
+    "own-transport": "transport=Own()",
+    "httpx-transport": "",
+}
+ASYNC_APP = """
+import sys
+import anyio
+import httpx
+
+class Own(httpx.AsyncHTTPTransport):
+    '''An application's own transport: replay reads its bodies on the event loop.'''
+
+async def main() -> None:
+    async with httpx.AsyncClient({transport}) as client:
+        response = await client.post(sys.argv[1] + "/v1/responses", json={{"input": "hi"}})
+        print(response.status_code)
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.parametrize("app", list(ASYNC_APPS))
+def test_record_warns_about_recordings_read_on_the_programs_event_loop(
+    fast_origin: Origin, tmp_path: Path, app: str
+) -> None:
+    source = ASYNC_APP.format(transport=ASYNC_APPS[app])
+    out = tmp_path / "async.msgpack"
+    result = replay_cli(
+        "record", str(out), "--", sys.executable, program(tmp_path, source), fast_origin.url
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "200\n"
+    warned = "read on the program's event loop" in result.stderr
+    assert warned == (app == "own-transport")
+    if warned:
+        assert f"POST {fast_origin.url}/v1/responses" in result.stderr
