@@ -101,7 +101,11 @@ class Player:
         wanted = self.redactor.request(request)
         with self.lock:
             index = self.cassette.find(wanted, among_first=self.replayable)
-        return None if index is None else self._play(index, wanted)
+        if index is None:
+            return None
+        if not self.injector.faults:  # the usual case, made short: once per replayed request
+            return Played(index, self.cassette.interactions[index].response)
+        return self._play(index, wanted)
 
     def play(self, index: int) -> Played:
         """What interaction `index` plays when asked for by its own recorded request

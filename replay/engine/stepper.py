@@ -107,6 +107,7 @@ class Stepper:
         "_timeouts",
         "_times",
         "closed",
+        "instant",
         "response",
         "schedule",
     )
@@ -120,17 +121,14 @@ class Stepper:
     ) -> None:
         self.response = response
         self.schedule = schedule
+        #: True when nothing ever waits (no schedule, no clock reads).
+        self.instant = schedule is None
         self.closed = False
         self._times = response.chunks.times
         self._payloads = response.chunks.payloads
         self._count = len(self._payloads)
         self._timeouts = timeouts or {}
         self._next = -1  # -1: the headers; 0.._count-1: chunks; _count: the end; past: done
-
-    @property
-    def instant(self) -> bool:
-        """True when nothing ever waits (no schedule, no clock reads)."""
-        return self.schedule is None
 
     @property
     def finished(self) -> bool:
