@@ -19,7 +19,16 @@ import attrs
 
 from replay.errors import ConfigurationError
 
-__all__ = ["INSTANT", "Clock", "MonotonicClock", "Schedule", "VirtualClock", "parse_speed"]
+__all__ = [
+    "INSTANT",
+    "Clock",
+    "MonotonicClock",
+    "Schedule",
+    "VirtualClock",
+    "format_speed",
+    "parse_speed",
+    "seconds",
+]
 
 #: The speed of "no waiting at all".
 INSTANT = math.inf
@@ -53,6 +62,19 @@ def parse_speed(value: SpeedLike) -> float:
     if not number > 0:  # also rejects NaN
         raise ConfigurationError(f"speed must be positive (1 = as recorded), not {value!r}")
     return number
+
+
+def seconds(value: object, name: str) -> float:
+    """`value` as a finite, non-negative number of seconds.
+
+    Raises:
+        ConfigurationError: naming `name`, for anything else.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigurationError(f"{name} must be a number of seconds, not {value!r}")
+    if not 0 <= value < math.inf:  # also rejects NaN
+        raise ConfigurationError(f"{name} must be a finite number of seconds >= 0, not {value!r}")
+    return float(value)
 
 
 def format_speed(speed: float) -> str:

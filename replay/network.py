@@ -12,17 +12,25 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import socket
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 from replay import patch
 from replay.errors import NetworkBlockedError
 
-__all__ = ["LOOPBACK", "block_network", "is_allowed"]
+__all__ = ["LOOPBACK", "block_network", "host_names", "is_allowed"]
 
 #: Hosts allowed by default: the loopback interface.
 LOOPBACK: frozenset[str] = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def host_names(hosts: Iterable[str]) -> frozenset[str]:
+    """Host names as `is_allowed` compares them: lower case, without IPv6 brackets; a
+    single string is one host, not its letters."""
+    if isinstance(hosts, str):
+        hosts = (hosts,)
+    return frozenset(host.strip().strip("[]").lower() for host in hosts if host.strip())
 
 
 def is_allowed(host: str | None, allowed_hosts: Collection[str]) -> bool:

@@ -34,11 +34,23 @@ from typing import Any, Protocol
 
 from replay.errors import AmbiguousSessionError
 
-__all__ = ["Router", "bypassed", "current", "install", "install_bottom", "set_front", "uninstall"]
+__all__ = [
+    "ADAPTERS",
+    "Router",
+    "bypassed",
+    "current",
+    "install",
+    "install_bottom",
+    "routed",
+    "set_front",
+    "uninstall",
+]
 
 _MODULES = ("httpx", "httpx2")
-_SYNC = {"HTTPTransport", "MockTransport", "WSGITransport"}
-_ASYNC = {"AsyncHTTPTransport", "MockTransport", "ASGITransport"}
+
+#: The other client libraries replay serves, and the adapter module that patches each one
+#: (its `patches()`: (class, attribute, replacement) triples), imported when it is installed.
+ADAPTERS: dict[str, str] = {}
 
 Send = Callable[[Any], Any]
 AsyncSend = Callable[[Any], Awaitable[Any]]
@@ -59,7 +71,7 @@ class Router(Protocol):
 _lock = threading.Lock()
 _routers: list[Router] = []  # every installed router, in the order they came
 _guards: list[Router] = []
-_originals: list[tuple[type, str, Any]] = []
+_originals: list[tuple[type, str, Any]] = []  # (class, attribute, original or None)
 _fronts: dict[int, Router] = {}  # id(router) -> the router that answers in its place
 
 Stack = tuple[Router, ...]
@@ -88,13 +100,28 @@ def current() -> Router | None:
     Raises:
         AmbiguousSessionError: several routers are active and none belongs to this context.
     """
+    router = _session()
+    return None if router is None else _fronts.get(id(router), router)
+
+
+def routed() -> Any | None:
+    """The cassette session of this context, for an adapter: None when there is none, and
+    inside replay's own sends (`bypassed`), which a session already handled.
+
+    Raises:
+        AmbiguousSessionError: several sessions are active and none belongs to this context.
+    """
+    return None if _sending.get() else _session()
+
+
+def _session() -> Router | None:
     router = _alive(_stack())
     if router is None:
         active = list(_routers)
         if len(active) > 1:
             raise AmbiguousSessionError([_name(candidate) for candidate in active])
         router = active[0] if active else None
-    return None if router is None else _fronts.get(id(router), router)
+    return router
 
 
 def _name(router: Router) -> str:
@@ -152,25 +179,39 @@ def _guarded_async(send: AsyncSend) -> AsyncSend:
     return send
 
 
-_local = threading.local()
+#: True inside a send that a router already handled (or replay's own send): transports
+#: nested in it (a wrapper's inner transport, a sync twin) send as if unpatched.
+_sending: contextvars.ContextVar[bool] = contextvars.ContextVar("replay_sending", default=False)
 
 
 @contextlib.contextmanager
 def bypassed() -> Iterator[None]:
-    """Within the block, on this thread, transports send as if unpatched: for replay's own
-    sends, which a session has already handled (the thread reading a recording)."""
-    _local.bypass = True
+    """Within the block, transports send as if unpatched: for replay's own sends, which a
+    session has already handled (the thread reading a recording)."""
+    token = _sending.set(True)
     try:
         yield
     finally:
-        _local.bypass = False
+        _sending.reset(token)
+
+
+def _send_sync(original: Callable[[Any, Any], Any], transport: Any, request: Any) -> Any:
+    with bypassed():
+        return original(transport, request)
+
+
+async def _send_async(original: Callable[[Any, Any], Any], transport: Any, request: Any) -> Any:
+    from replay.record import network_send  # (which may read a recording in a thread)
+
+    with bypassed():
+        return await network_send(transport, original, request)
 
 
 def _sync_patch(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     def handle_request(self: Any, request: Any) -> Any:
-        if getattr(_local, "bypass", False):
+        if _sending.get():
             return original(self, request)
-        send = _guarded(lambda request: original(self, request))
+        send = _guarded(functools.partial(_send_sync, original, self))
         router = current()
         if router is None:
             return send(request)
@@ -181,9 +222,9 @@ def _sync_patch(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any
 
 def _async_patch(original: Callable[[Any, Any], Awaitable[Any]]) -> Callable[[Any, Any], Any]:
     async def handle_async_request(self: Any, request: Any) -> Any:
-        from replay.record import network_send  # (which may read a recording in a thread)
-
-        send = _guarded_async(functools.partial(network_send, self, original))
+        if _sending.get():
+            return await original(self, request)
+        send = _guarded_async(functools.partial(_send_async, original, self))
         router = current()
         if router is None:
             return await send(request)
@@ -192,37 +233,72 @@ def _async_patch(original: Callable[[Any, Any], Awaitable[Any]]) -> Callable[[An
     return handle_async_request
 
 
-def _targets() -> list[tuple[type, str, bool]]:
-    targets = []
+#: The request methods of the httpx / httpx2 transport base classes, and their patches.
+_METHODS = (
+    ("BaseTransport", "handle_request", _sync_patch),
+    ("AsyncBaseTransport", "handle_async_request", _async_patch),
+)
+
+
+def _transport_classes(base: type) -> list[type]:
+    """`base` and all its subclasses, but replay's own transports (which answer from their
+    own cassettes)."""
+    found, seen, todo = [], set(), [base]
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        todo.extend(cls.__subclasses__())
+        if not cls.__module__.startswith("replay."):
+            found.append(cls)
+    return found
+
+
+def _patch_class(cls: type, method: str, wrap: Callable[[Any], Any]) -> None:
+    original = cls.__dict__.get(method)
+    if original is not None and not getattr(original, "_replay_patch", False):
+        _originals.append((cls, method, original))
+        patched = wrap(original)
+        patched._replay_patch = True
+        setattr(cls, method, patched)
+
+
+def _hook_subclasses(base: type, method: str, wrap: Callable[[Any], Any]) -> None:
+    """Patch the transport classes defined while patched, as they are defined."""
+    original = base.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls: type, /, **kwargs: Any) -> None:
+        super(base, cls).__init_subclass__(**kwargs)  # type: ignore[arg-type]
+        if not cls.__module__.startswith("replay."):
+            _patch_class(cls, method, wrap)
+
+    _originals.append((base, "__init_subclass__", original))
+    setattr(base, "__init_subclass__", classmethod(__init_subclass__))  # noqa: B010
+
+
+def _patch_transports() -> None:
     for name in _MODULES:
         if importlib.util.find_spec(name) is None:
             continue
         module = importlib.import_module(name)
-        for class_name in sorted(_SYNC | _ASYNC):
-            cls = getattr(module, class_name, None)
-            if cls is None:
-                continue
-            if class_name in _SYNC:
-                targets.append((cls, "handle_request", False))
-            if class_name in _ASYNC:
-                targets.append((cls, "handle_async_request", True))
-    return targets
-
-
-def _patch_transports() -> None:
-    for cls, method, is_async in _targets():
-        original = cls.__dict__.get(method)
-        if original is None:
-            continue
-        _originals.append((cls, method, original))
-        setattr(cls, method, (_async_patch if is_async else _sync_patch)(original))
-    for cls, method, wrap in (
+        for base_name, method, wrap in _METHODS:
+            base = getattr(module, base_name)
+            for cls in _transport_classes(base):
+                _patch_class(cls, method, wrap)
+            _hook_subclasses(base, method, wrap)
+    for library, adapter in ADAPTERS.items():
+        if importlib.util.find_spec(library) is not None:
+            for cls, method, replacement in importlib.import_module(adapter).patches():
+                _originals.append((cls, method, cls.__dict__[method]))
+                setattr(cls, method, replacement)
+    carriers: tuple[tuple[type, str, Callable[[Any], Any]], ...] = (
         (threading.Thread, "start", _start),
         (concurrent.futures.ThreadPoolExecutor, "submit", _submit),
-    ):
-        original = cls.__dict__[method]
-        _originals.append((cls, method, original))
-        setattr(cls, method, wrap(original))
+    )
+    for cls, method, carry in carriers:
+        _originals.append((cls, method, cls.__dict__[method]))
+        setattr(cls, method, carry(cls.__dict__[method]))
 
 
 def _first_in() -> None:
@@ -260,5 +336,8 @@ def uninstall(router: Router) -> None:
         _fronts.pop(id(router), None)
         if not _routers and not _guards:
             for cls, method, original in reversed(_originals):
-                setattr(cls, method, original)
+                if original is None:
+                    delattr(cls, method)
+                else:
+                    setattr(cls, method, original)
             _originals.clear()

@@ -24,13 +24,15 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit
 
 import anyio
 
 from replay import patch
+from replay.adapters import httpx as _httpx
 from replay.cassette import Cassette
-from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
-from replay.engine import Played, Player, Tape
+from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed, seconds
+from replay.engine import Played, Player, Recording, Tape
 from replay.errors import CassetteMismatchError, ConfigurationError
 from replay.faults import Fault, FaultLike, Injector, coerce
 from replay.matching import DEFAULT_MATCH_ON, MatchIndex, MatchOn
@@ -44,8 +46,7 @@ from replay.modes import (
     why_not_recorded,
 )
 from replay.modes import check as check_mode
-from replay.playback import play_async, play_sync
-from replay.record import record_async, record_sync
+from replay.network import LOOPBACK, host_names, is_allowed
 from replay.redact import Redactor
 from replay.store import load_interactions, merge
 from replay.vtime import RealClock, VirtualTime
@@ -87,14 +88,10 @@ class CassetteSession:
         clock: Clock | None = None,
         faults: Iterable[FaultLike] = (),
         finish_timeout: float = DEFAULT_FINISH_TIMEOUT,
+        ignore_hosts: Iterable[str] = (),
+        ignore_localhost: bool = False,
     ) -> None:
         check_mode(record_mode)
-        if isinstance(finish_timeout, bool) or not isinstance(finish_timeout, (int, float)):
-            raise ConfigurationError(f"finish_timeout must be seconds, not {finish_timeout!r}")
-        if not 0 <= finish_timeout < float("inf"):
-            raise ConfigurationError(
-                f"finish_timeout must be a finite number of seconds >= 0, not {finish_timeout!r}"
-            )
         MatchIndex([], match_on=match_on)  # validates matcher names now, not at first request
         self.path = Path(path)
         self._requested_mode = record_mode
@@ -109,12 +106,17 @@ class CassetteSession:
         self.allow_playback_repeats = allow_playback_repeats
         self.redactor = redactor or Redactor()
         self.clock: Clock = VirtualTime() if self.virtual_time else (clock or MonotonicClock())
-        # What recordings stamp chunks with: real time, even in a virtual-time session.
-        self._record_clock: Clock | None = RealClock() if self.virtual_time else None
+        #: What recordings stamp chunks with: real time, even in a virtual-time session.
+        self.record_clock: Clock | None = RealClock() if self.virtual_time else None
         #: The faults applied to what this session replays (the pytest plugin reports them).
         self.faults: tuple[Fault, ...] = coerce(faults)
         #: Seconds the exit waits for recordings still streaming before it ends them.
-        self.finish_timeout = float(finish_timeout)
+        self.finish_timeout = seconds(finish_timeout, "finish_timeout")
+        #: Hosts whose requests go live, untouched and unrecorded (vcrpy's `ignore_hosts`).
+        self.ignore_hosts = host_names(ignore_hosts)
+        #: Whether loopback hosts are ignored too (vcrpy's `ignore_localhost`).
+        self.ignore_localhost = bool(ignore_localhost)
+        self._ignored = self.ignore_hosts | (LOOPBACK if ignore_localhost else frozenset())
         self.cassette: Cassette | None = None
         self._player: Player | None = None
         self._tape: Tape | None = None
@@ -280,45 +282,64 @@ class CassetteSession:
             clock=None if self.virtual_time else self.clock,
             faults=self.faults,
             finish_timeout=self.finish_timeout,
+            ignore_hosts=self.ignore_hosts,
+            ignore_localhost=self.ignore_localhost,
         )
 
     # -- routing (called by the patched transports) --------------------------------------------
 
-    def _played(self, request: Any) -> Played | None:
-        """What replays `request` (a read httpx / httpx2 request), None to record it; or
-        raise a mismatch."""
+    def ignores(self, url: str) -> bool:
+        """Whether a request to `url` goes live, untouched and unrecorded (`ignore_hosts`,
+        `ignore_localhost`)."""
+        return bool(self._ignored) and is_allowed(urlsplit(url).hostname, self._ignored)
+
+    def answer(self, request: Request) -> Played | None:
+        """What replays `request` (as sent), or None: record it (the record mode allows it).
+
+        The library-neutral half of routing, for every adapter (httpx, aiohttp, requests).
+
+        Raises:
+            CassetteMismatchError: nothing replays it and the record mode does not record.
+        """
         if not self._may_replay:  # record mode "all", or "once" without a file
             return None
         player = self._player
-        assert player is not None
-        wanted = Request.from_httpx(request)
+        if player is None:  # the session ended while this request was on its way
+            raise ConfigurationError(f"cassette {str(self.path)!r} is no longer in use")
         if self._may_record:
-            return player.find(wanted)
-        return player.take(wanted, reason=why_not_recorded(self.record_mode))
+            return player.find(request)
+        return player.take(request, reason=why_not_recorded(self.record_mode))
 
-    def _tape_now(self) -> Tape:
+    def schedule(self) -> Schedule | None:
+        """The deadlines of a response whose request is sent now (None at instant speed)."""
+        return Schedule.starting_now(self.speed, self.clock)
+
+    def tape(self) -> Tape:
+        """Where this session's recordings go.
+
+        Raises:
+            ConfigurationError: the session is not (or no longer) in use.
+        """
         tape = self._tape
-        if tape is None:  # the session ended while this request was on its way
+        if tape is None:  # the session ended while a request was on its way
             raise ConfigurationError(f"cassette {str(self.path)!r} is no longer in use")
         return tape
 
+    def start_recording(self, request: Request) -> Recording:
+        """A recording of the response to `request`, sent now, onto this session's tape.
+
+        The caller must finish it (`Recording.finish`) however the request ends.
+        """
+        clock = self.record_clock or MonotonicClock()
+        return self.tape().start(request, clock, clock.now())
+
     def handle(self, request: Any, send: patch.Send) -> Any:
-        """Replay, record or refuse a sync request (see the record modes)."""
-        schedule = Schedule.starting_now(self.speed, self.clock)
-        request.read()
-        played = self._played(request)
-        if played is not None:
-            return play_sync(request, played, schedule, self.clock)
-        return record_sync(request, send, self._tape_now(), clock=self._record_clock)
+        """Replay, record or refuse a sync httpx / httpx2 request (see the record modes)."""
+        return _httpx.handle(self, request, send)
 
     async def ahandle(self, request: Any, send: patch.AsyncSend) -> Any:
-        """Replay, record or refuse an async request (see the record modes)."""
-        schedule = Schedule.starting_now(self.speed, self.clock)
-        await request.aread()
-        played = self._played(request)
-        if played is not None:
-            return await play_async(request, played, schedule, self.clock)
-        return await record_async(request, send, self._tape_now(), clock=self._record_clock)
+        """Replay, record or refuse an async httpx / httpx2 request (see the record modes)."""
+        return await _httpx.ahandle(self, request, send)
 
 
 def use_cassette(
@@ -334,6 +355,8 @@ def use_cassette(
     clock: Clock | None = None,
     faults: Iterable[FaultLike] = (),
     finish_timeout: float = DEFAULT_FINISH_TIMEOUT,
+    ignore_hosts: Iterable[str] = (),
+    ignore_localhost: bool = False,
 ) -> CassetteSession:
     """Record to or replay from the cassette at `path` every httpx / httpx2 request made inside.
 
@@ -361,6 +384,9 @@ def use_cassette(
             recordings still streaming (another thread or task reading them). What ends in
             time is saved whole; the rest is saved as far as it got, its end marked
             `stopped_by="session"`.
+        ignore_hosts: hosts whose requests go live, untouched and unrecorded (telemetry, a
+            model-cost map, a local database), as vcrpy's `ignore_hosts`.
+        ignore_localhost: ignore the loopback hosts too (localhost, 127.0.0.0/8, ::1).
 
     Raises:
         ConfigurationError: a bad record mode, speed, matcher or fault.
@@ -376,4 +402,6 @@ def use_cassette(
         clock=clock,
         faults=faults,
         finish_timeout=finish_timeout,
+        ignore_hosts=ignore_hosts,
+        ignore_localhost=ignore_localhost,
     )
