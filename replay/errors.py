@@ -85,6 +85,7 @@ class CassetteMismatchError(ReplayError, LookupError):
         cassette_path: the cassette file, if it has one.
         nearest: the nearest recorded request as "METHOD URL", or None for an empty cassette.
         differences: for the nearest request, (matcher name, how it differs) pairs.
+        unseen_host: the request's host, when no recorded request went to it.
     """
 
     def __init__(
@@ -97,6 +98,7 @@ class CassetteMismatchError(ReplayError, LookupError):
         nearest: str | None = None,
         differences: Sequence[tuple[str, str]] = (),
         reason: str = "",
+        unseen_host: str | None = None,
     ) -> None:
         self.method = method
         self.url = _without_secrets(url)  # callers redact already: this is a second guard
@@ -113,6 +115,14 @@ class CassetteMismatchError(ReplayError, LookupError):
             else f"cassette {str(cassette_path)!r}"
         )
         lines = [f"{method} {self.url} has no match in {where} (record mode {record_mode!r})"]
+        #: The request's host, when the cassette holds no request to it at all.
+        self.unseen_host = unseen_host
+        if unseen_host is not None:
+            lines.append(
+                f"The cassette holds no request to {unseen_host} at all. If this is a "
+                "library's background request (telemetry, a model-cost map, a local "
+                f"service), let it go live with ignore_hosts=[{unseen_host!r}]."
+            )
         if reason:
             lines.append(reason)
         if nearest is None:

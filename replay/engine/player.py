@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from replay.cassette import Cassette
 from replay.errors import CassetteMismatchError
@@ -43,6 +44,10 @@ class Played:
 
     def __repr__(self) -> str:
         return f"Played(index={self.index}, stall_steps={self.stall_steps})"
+
+
+def _matches_hosts(cassette: Cassette) -> bool:
+    return any(name in ("host", "uri") for name in cassette.match_on if isinstance(name, str))
 
 
 class Player:
@@ -116,6 +121,9 @@ class Player:
         """The error for `wanted` (redacted), which nothing answers; kept in `mismatches`."""
         with self.lock:
             nearest, differences = self.cassette.explain(wanted)
+            hosts = {urlsplit(i.request.url).hostname for i in self.cassette.interactions}
+        # Only where hosts are matched on ("replay serve" answers for any host).
+        host = urlsplit(wanted.url).hostname if _matches_hosts(self.cassette) else None
         error = CassetteMismatchError(
             method=wanted.method,
             url=wanted.url,
@@ -124,6 +132,7 @@ class Player:
             nearest=nearest,
             differences=differences,
             reason=reason,
+            unseen_host=host if host is not None and host not in hosts else None,
         )
         self.mismatches.append(error)
         return error
