@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -55,7 +56,13 @@ _FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def record_command(
-    out: Path, command: Sequence[str], *, mode: str = "all", stderr: TextIO | None = None
+    out: Path,
+    command: Sequence[str],
+    *,
+    mode: str = "all",
+    ignore_hosts: Sequence[str] = (),
+    ignore_localhost: bool = False,
+    stderr: TextIO | None = None,
 ) -> int:
     """Run `command` and record every httpx / httpx2 request it makes into the cassette `out`.
 
@@ -64,6 +71,8 @@ def record_command(
         command: the program and its arguments, e.g. `["python", "app.py"]`.
         mode: "all" (default) records everything again, replacing re-recorded requests;
             "new_episodes" replays what `out` already answers and records the rest.
+        ignore_hosts, ignore_localhost: hosts whose requests go live, unrecorded (as
+            `use_cassette` takes them).
         stderr: where the status line and the summary go (default: `sys.stderr`).
 
     Returns:
@@ -80,9 +89,12 @@ def record_command(
     before = load_interactions(out) if out.exists() else []  # a corrupt `out`: fail now
     status = StatusLine(stream) if is_terminal(stream) and os.name == "posix" else None
     status_fd = None if status is None else status.write_fd
+    ignoring = functools.partial(
+        settings_environment, ignore_hosts=ignore_hosts, ignore_localhost=ignore_localhost
+    )
     if mode == "all":
         parts = Path(tempfile.mkdtemp(prefix="replay-record-"))
-        settings = settings_environment(
+        settings = ignoring(
             out, record_mode=mode, speed="instant", status_fd=status_fd, parts_dir=parts
         )
         try:
@@ -92,7 +104,7 @@ def record_command(
             raise
         recorded = _merge_parts(out, parts, stream)
     else:
-        settings = settings_environment(out, record_mode=mode, speed="instant", status_fd=status_fd)
+        settings = ignoring(out, record_mode=mode, speed="instant", status_fd=status_fd)
         code = _run(program, _child_environment(settings), status)
         recorded = _recorded_since(out, before, stream)
     if recorded is not None:
@@ -108,6 +120,8 @@ def replay_command(
     mode: str = "none",
     speed: str = "instant",
     faults: Sequence[str | Fault] = (),
+    ignore_hosts: Sequence[str] = (),
+    ignore_localhost: bool = False,
     stderr: TextIO | None = None,
 ) -> int:
     """Run `command` with its httpx / httpx2 traffic served from `cassette`.
@@ -124,6 +138,8 @@ def replay_command(
             on virtual time: no waiting, yet the program's clocks move as recorded).
         faults: faults to apply to what is replayed, as specs ("cut(after_events=5)") or
             `replay.faults` values (without `where=`, which cannot cross processes).
+        ignore_hosts, ignore_localhost: hosts whose requests go live, unrecorded (as
+            `use_cassette` takes them).
         stderr: where a summary of newly recorded interactions goes (default: `sys.stderr`).
 
     Returns:
@@ -145,7 +161,14 @@ def replay_command(
             f"`replay record {cassette} -- CMD [ARGS...]`"
         )
     before = load_interactions(cassette)
-    settings = settings_environment(cassette, record_mode=mode, speed=speed_text, faults=specs)
+    settings = settings_environment(
+        cassette,
+        record_mode=mode,
+        speed=speed_text,
+        faults=specs,
+        ignore_hosts=ignore_hosts,
+        ignore_localhost=ignore_localhost,
+    )
     code = _run(program, _child_environment(settings), None)
     if mode != "none":
         recorded = _recorded_since(cassette, before, stream)

@@ -72,6 +72,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         "replay_strict_cassettes", "unplayed interactions fail", type="bool", default=False
     )
+    parser.addini(
+        "replay_ignore_hosts",
+        "hosts whose requests go live, unrecorded (a marker's ignore_hosts= overrides)",
+        type="args",
+        default=[],
+    )
+    parser.addini(
+        "replay_ignore_localhost",
+        "loopback requests go live, unrecorded",
+        type="bool",
+        default=False,
+    )
 
 
 _STARTED = pytest.StashKey[float]()
@@ -129,6 +141,8 @@ def _session_for(request: pytest.FixtureRequest, marker: pytest.Mark | None) -> 
         if path.exists() and path.stat().st_mtime < started:
             path.unlink()
         mode = "all"
+    options.setdefault("ignore_hosts", config.getini("replay_ignore_hosts"))
+    options.setdefault("ignore_localhost", config.getini("replay_ignore_localhost"))
     return use_cassette(path, record_mode=mode, speed=speed, **options)
 
 

@@ -527,3 +527,22 @@ def test_record_warns_about_recordings_read_on_the_programs_event_loop(
     assert warned == (app == "own-transport")
     if warned:
         assert f"POST {fast_origin.url}/v1/responses" in result.stderr
+
+
+def test_run_lets_an_ignored_host_go_live_unrecorded(fast_origin: Origin, tmp_path: Path) -> None:
+    cassette = tmp_path / "empty.msgpack"
+    replay.Cassette().save(cassette)
+    app = program(tmp_path, STREAM)
+    refused = replay_cli("run", str(cassette), "--", sys.executable, app, fast_origin.url)
+    assert refused.returncode != 0
+    assert "CassetteMismatchError" in refused.stderr
+    assert "ignore_hosts=['127.0.0.1']" in refused.stderr
+    assert fast_origin.requests == []
+    let_through = ("--ignore-host", "127.0.0.1")
+    result = replay_cli(
+        "run", str(cassette), *let_through, "--", sys.executable, app, fast_origin.url
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("200 ")
+    assert len(fast_origin.requests) == 1
+    assert replay.Cassette.load(cassette).interactions == []

@@ -429,3 +429,40 @@ def test_rewrite_keeps_what_this_run_recorded_into_a_shared_cassette(
     run(pytester, "--record-mode=rewrite").assert_outcomes(passed=2)
     bodies = sorted(i.request.body for i in replay.Cassette.load(path).interactions)
     assert bodies == [b"one", b"two"]
+
+
+def test_ini_ignore_hosts_lets_a_host_go_live_unrecorded(
+    pytester: pytest.Pytester, fast_origin: Origin
+) -> None:
+    make_ini(pytester, "replay_ignore_hosts = 127.0.0.1")
+    body = (
+        STREAM
+        + """
+    @pytest.mark.use_cassette
+    def test_live():
+        assert stream()
+    """
+    )
+    write_test(pytester, fast_origin.url, body)
+    result = run(pytester, "--record-mode=none")
+    result.assert_outcomes(passed=1)
+    assert len(fast_origin.requests) == 1
+    assert not list(pytester.path.rglob("*.msgpack"))
+
+
+def test_a_markers_ignore_hosts_overrides_the_ini(
+    pytester: pytest.Pytester, fast_origin: Origin
+) -> None:
+    make_ini(pytester, "replay_ignore_hosts = 127.0.0.1")
+    body = (
+        STREAM
+        + """
+    @pytest.mark.use_cassette(ignore_hosts=[])
+    def test_refused():
+        with pytest.raises(replay.CassetteMismatchError):
+            stream()
+    """
+    )
+    write_test(pytester, fast_origin.url, body)
+    run(pytester, "--record-mode=none").assert_outcomes(passed=1)
+    assert fast_origin.requests == []

@@ -46,6 +46,8 @@ from replay.session import CassetteSession, use_cassette
 __all__ = [
     "ENV_CASSETTE",
     "ENV_FAULTS",
+    "ENV_IGNORE_HOSTS",
+    "ENV_IGNORE_LOCALHOST",
     "ENV_PARTS_DIR",
     "ENV_RECORD_MODE",
     "ENV_SPEED",
@@ -71,6 +73,10 @@ ENV_FAULTS = "REPLAY_FAULTS"
 """The faults to apply at replay: a JSON list of specs (`replay.faults.parse` reads each)."""
 ENV_STATUS_FD = "REPLAY_STATUS_FD"
 """A writable file descriptor for progress lines (recording with a terminal only)."""
+ENV_IGNORE_HOSTS = "REPLAY_IGNORE_HOSTS"
+"""Hosts whose requests go live, unrecorded: a JSON list (`use_cassette`'s `ignore_hosts`)."""
+ENV_IGNORE_LOCALHOST = "REPLAY_IGNORE_LOCALHOST"
+""""1": loopback hosts go live, unrecorded, too."""
 ENV_PARTS_DIR = "REPLAY_PARTS_DIR"
 """If set, each process records into a cassette of its own there (see the module docs)."""
 
@@ -199,21 +205,23 @@ def start_from_environment(
         path if parts_dir is None else part_path(parts_dir),
         record_mode=environ.get(ENV_RECORD_MODE) or "once",
         speed=environ.get(ENV_SPEED) or "instant",
-        faults=_faults(environ.get(ENV_FAULTS) or "[]"),
+        faults=_strings(environ.get(ENV_FAULTS) or "[]", ENV_FAULTS, "fault specs"),
+        ignore_hosts=_strings(environ.get(ENV_IGNORE_HOSTS) or "[]", ENV_IGNORE_HOSTS, "hosts"),
+        ignore_localhost=environ.get(ENV_IGNORE_LOCALHOST) == "1",
     )
     child = ChildSession(session, status_fd, parts_dir=parts_dir)
     child.start()
     return child
 
 
-def _faults(text: str) -> list[str]:
+def _strings(text: str, name: str, what: str) -> list[str]:
     try:
-        specs = json.loads(text)
+        items = json.loads(text)
     except ValueError:
-        specs = None
-    if not isinstance(specs, list) or not all(isinstance(spec, str) for spec in specs):
-        raise ConfigurationError(f"{ENV_FAULTS} must be a JSON list of fault specs, not {text!r}")
-    return specs
+        items = None
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise ConfigurationError(f"{name} must be a JSON list of {what}, not {text!r}")
+    return items
 
 
 def part_path(parts_dir: Path) -> Path:
@@ -240,6 +248,8 @@ def settings_environment(
     status_fd: int | None = None,
     parts_dir: Path | None = None,
     faults: Sequence[str] = (),
+    ignore_hosts: Sequence[str] = (),
+    ignore_localhost: bool = False,
 ) -> Mapping[str, str]:
     """The `ENV_*` variables that make the hook start a session with these settings.
 
@@ -252,6 +262,10 @@ def settings_environment(
     }
     if faults:
         settings[ENV_FAULTS] = json.dumps(list(faults))
+    if ignore_hosts:
+        settings[ENV_IGNORE_HOSTS] = json.dumps(list(ignore_hosts))
+    if ignore_localhost:
+        settings[ENV_IGNORE_LOCALHOST] = "1"
     if status_fd is not None:
         settings[ENV_STATUS_FD] = str(status_fd)
     if parts_dir is not None:

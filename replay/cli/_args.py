@@ -72,3 +72,21 @@ def add_fault_option(parser: argparse.ArgumentParser) -> None:
         help='a fault to inject at replay, e.g. "cut(after_events=5)", '
         '"status(429, times=1)", "stall(after_events=3, seconds=30)" (repeatable)',
     )
+
+
+def add_ignore_options(parser: argparse.ArgumentParser) -> None:
+    """`--ignore-host HOST` (repeatable) and `--ignore-localhost`, for the verbs that run a
+    program under a cassette."""
+    parser.add_argument(
+        "--ignore-host",
+        action="append",
+        default=[],
+        dest="ignore_hosts",
+        metavar="HOST",
+        help="let requests to HOST go live, unrecorded: telemetry, a model-cost map… (repeatable)",
+    )
+    parser.add_argument(
+        "--ignore-localhost",
+        action="store_true",
+        help="let requests to loopback hosts go live, unrecorded",
+    )

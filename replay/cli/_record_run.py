@@ -10,6 +10,7 @@ from replay.cli._args import (
     Verbs,
     add_command_args,
     add_fault_option,
+    add_ignore_options,
     command_of,
     verb,
 )
@@ -35,6 +36,7 @@ def add_verbs(verbs: Verbs) -> None:
         default="all",
         help="all: record everything again (default); new_episodes: keep what matches",
     )
+    add_ignore_options(record)
     add_command_args(record)
 
     run = verb(
@@ -59,20 +61,33 @@ def add_verbs(verbs: Verbs) -> None:
         "program's virtual clocks",
     )
     add_fault_option(run)
+    add_ignore_options(run)
     add_command_args(run)
 
 
 def _record(args: argparse.Namespace) -> int:
     from replay.child import record_command
 
-    return record_command(args.out, command_of(args), mode=args.mode)
+    return record_command(
+        args.out,
+        command_of(args),
+        mode=args.mode,
+        ignore_hosts=args.ignore_hosts,
+        ignore_localhost=args.ignore_localhost,
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
     from replay.child import replay_command
 
     return replay_command(
-        args.cassette, command_of(args), mode=args.mode, speed=args.speed, faults=args.faults
+        args.cassette,
+        command_of(args),
+        mode=args.mode,
+        speed=args.speed,
+        faults=args.faults,
+        ignore_hosts=args.ignore_hosts,
+        ignore_localhost=args.ignore_localhost,
     )
 
 
