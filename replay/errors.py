@@ -152,15 +152,24 @@ class NetworkBlockedError(ReplayError, ConnectionError):
     Attributes:
         method, url: the refused request (secret query parameters redacted); `CONNECT` and
             `host:port` for a raw socket connection.
+        library: for a raw connection, the library that opened it (one replay does not
+            route through cassettes), if it could be told.
     """
 
-    def __init__(self, *, method: str, url: str) -> None:
+    def __init__(self, *, method: str, url: str, library: str | None = None) -> None:
         self.method = method
         self.url = _without_secrets(url)
+        self.library = library
+        by = ""
+        if library is not None:
+            by = (
+                f" The connection was opened by {library}, which replay does not route "
+                "through cassettes (see the README's 'Which clients' table)."
+            )
         super().__init__(
             f"{method} {self.url} was refused: the network is blocked and no cassette "
-            "answered it. Record it in a cassette (use_cassette / @pytest.mark.use_cassette), "
-            "or allow its host (replay_allowed_hosts)."
+            "answered it." + by + " Record it in a cassette (use_cassette / "
+            "@pytest.mark.use_cassette), or allow its host (replay_allowed_hosts)."
         )
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import socket
+import sys
 from collections.abc import Collection, Iterable, Iterator
+from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -71,6 +73,41 @@ class _Guard:
         return await send(request)
 
 
+#: Modules a connection passes through that are not the client library making it.
+_PLUMBING = frozenset(
+    {
+        "socket",
+        "ssl",
+        "asyncio",
+        "selectors",
+        "concurrent",
+        "threading",
+        "contextlib",
+        "functools",
+        "anyio",
+        "sniffio",
+        "replay",
+        "trio",
+        "uvloop",
+        "_pytest",
+        "pluggy",
+    }
+)
+
+
+def _caller_library() -> str | None:
+    """The library whose code opened the connection being refused: the innermost frame's
+    module that is not plumbing (the stdlib's `http.client` or `urllib.request` by name)."""
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        name = str(frame.f_globals.get("__name__", ""))
+        top = name.partition(".")[0]
+        if top and top not in _PLUMBING:
+            return name if top in ("http", "urllib") else top
+        frame = frame.f_back
+    return None
+
+
 @contextlib.contextmanager
 def block_network(allowed_hosts: Collection[str] = LOOPBACK) -> Iterator[None]:
     """Within the block, only `allowed_hosts` (and cassettes) answer requests.
@@ -86,7 +123,8 @@ def block_network(allowed_hosts: Collection[str] = LOOPBACK) -> Iterator[None]:
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             host = str(address[0])
             if not is_allowed(host, guard.allowed_hosts):
-                raise NetworkBlockedError(method="CONNECT", url=f"{host}:{address[1]}")
+                url = f"{host}:{address[1]}"
+                raise NetworkBlockedError(method="CONNECT", url=url, library=_caller_library())
 
     def connect(sock: socket.socket, address: Any) -> None:
         _refuse(sock, address)

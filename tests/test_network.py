@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 import replay
-from replay._origin import Origin
+from replay._origin import Origin, Script
 from replay.network import block_network, is_allowed
 
 
@@ -53,4 +53,21 @@ def test_a_replayed_request_needs_no_network(origin: Origin, tmp_path: Path) -> 
 def test_without_a_session_unlisted_hosts_are_refused(origin: Origin) -> None:
     with block_network(allowed_hosts=()), pytest.raises(replay.ReplayError):
         httpx.get(origin.url + "/v1/responses")
+    assert origin.requests == []
+
+
+def test_a_connection_replay_does_not_route_names_its_library() -> None:
+    import urllib.error
+    import urllib.request
+
+    with (
+        Origin({"/x": Script(chunks=[(0.0, b"live")])}) as origin,
+        replay.block_network(allowed_hosts=()),
+        pytest.raises(urllib.error.URLError) as caught,
+    ):
+        urllib.request.urlopen(origin.url + "/x", timeout=5)
+    refused = caught.value.reason
+    assert isinstance(refused, replay.NetworkBlockedError)
+    assert refused.library == "http.client"
+    assert "opened by http.client" in str(refused)
     assert origin.requests == []
