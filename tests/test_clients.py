@@ -209,3 +209,13 @@ def test_a_mismatch_on_a_known_host_does_not_suggest_ignoring_it(tmp_path: Path)
         client.get("https://api.example.test/v1/y")
     assert caught.value.unseen_host is None
     assert "ignore_hosts" not in str(caught.value)
+
+
+def test_openai_with_its_aiohttp_client_never_goes_live_in_mode_none(tmp_path: Path) -> None:
+    with Origin({"/v1/responses": Script(chunks=responses_hello(scale=0.05))}) as origin:
+        with (
+            replay.use_cassette(tmp_path / "empty.msgpack", record_mode="none"),
+            pytest.raises(replay.CassetteMismatchError),
+        ):
+            anyio.run(_openai_aiohttp, origin.url + "/v1")
+        assert origin.requests == []
