@@ -17,6 +17,9 @@ ratios mean something on a loaded laptop as on CI; absolute times are printed be
 5. stamps   Recording while an async client blocks its event loop for 1 s after the headers
             (see `bench/stamps.py`): how far each recorded `at` lies from when the origin
             sent the chunk. Target: max < 15 ms.
+6. aiohttp  The stream of 1. read by an aiohttp client (`iter_any`), replayed at instant speed
+            vs a local `aiohttp.web` server writing the same chunks (see
+            `bench/aiohttp_stream.py`). Target: ratio <= 1.0.
 
 Each timed repeat gets fresh objects (cassette, transport, client) built outside the timed
 region; `gc.collect()` runs before each repeat; warm-up runs are discarded; medians reported.
@@ -756,6 +759,45 @@ def bench_stamps(config: Settings, verdicts: list[Verdict]) -> Section:
     return section
 
 
+def bench_aiohttp(config: Settings, verdicts: list[Verdict]) -> Section:
+    section = Section(f"6. The {STREAM_CHUNKS:,}-chunk stream through aiohttp, instant speed")
+    try:
+        import aiohttp_stream  # beside this script
+    except ImportError:
+        section.lines += ["aiohttp is not installed: this benchmark was skipped.", ""]
+        return section
+    repeats = max(5, config.stream_repeats // 10)  # a run takes about 0.1 s, not 5 ms
+    section.lines += [
+        "The stream of benchmark 1, POSTed and read with `response.content.iter_any()` by an "
+        "aiohttp client (a fresh `ClientSession` per run), answered by `use_cassette(..., "
+        'speed="instant")` vs a local `aiohttp.web` server (127.0.0.1, in a process of its '
+        "own) that writes each chunk with `StreamResponse.write`. Replay stands in "
+        "for that network and does less (no socket, no HTTP parsing, no loop turn: at "
+        "instant speed the client's read takes the next chunk itself) while it hands the "
+        "client every recorded chunk on its own; the server's client reads what has "
+        "arrived, joined. Hence the target: no slower than the server "
+        f"(ratio ≤ 1.0). Median of {repeats} repeats, after {config.warmup} warm-up round(s).",
+        "",
+    ]
+    with aiohttp_stream.contenders(long_stream(STREAM_CHUNKS)) as found:
+        floor_times, our_times = measure([found.served, found.replayed], repeats, config.warmup)
+    floor = Row("aiohttp.web server on 127.0.0.1", floor_times)
+    ours = Row("replay, instant speed", our_times)
+    ratio = ours.median / floor.median
+    reads = {name: median(counts) for name, counts in found.reads.items()}
+    section.lines += [
+        *table([floor, ours], floor),
+        "",
+        f"Reads per run (`iter_any` items): replay {reads['replayed']:,.0f}, "
+        f"server {reads['served']:,.0f}.",
+        "",
+    ]
+    verdicts.append(
+        Verdict("6. aiohttp", "replay / aiohttp.web server", f"{ratio:.2f}", "≤ 1.0", ratio <= 1.0)
+    )
+    return section
+
+
 # --- report ---------------------------------------------------------------------------------
 
 
@@ -786,7 +828,8 @@ def machine(quick: bool) -> list[str]:
     """The run's circumstances, taken before it starts."""
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     packages = ", ".join(
-        f"{name} {version(name)}" for name in ("httpx", "httpx2", "vcrpy", "msgpack", "PyYAML")
+        f"{name} {version(name)}"
+        for name in ("httpx", "httpx2", "aiohttp", "vcrpy", "msgpack", "PyYAML")
     )
     return [
         f"- date: {now}; mode: {'`--quick`' if quick else 'default'}",
@@ -859,6 +902,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lambda: bench_match(config, workdir, verdicts),
             lambda: bench_timing(config, verdicts),
             lambda: bench_stamps(config, verdicts),
+            lambda: bench_aiohttp(config, verdicts),
         ]
         for step in steps:
             section = step()

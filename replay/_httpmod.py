@@ -47,13 +47,27 @@ def module_of(obj: Any) -> ModuleType:
     return sys.modules[type(obj).__module__.partition(".")[0]]
 
 
+#: Errors other client libraries record, by the httpx class that means the same.
+_HTTPX_NAMES = {
+    "ClientPayloadError": "RemoteProtocolError",  # aiohttp: the body was cut
+    "ServerDisconnectedError": "RemoteProtocolError",
+    "SocketTimeoutError": "ReadTimeout",  # aiohttp: no data within sock_read
+    "ServerTimeoutError": "ReadTimeout",
+    "TimeoutError": "ReadTimeout",
+    "ProtocolError": "RemoteProtocolError",  # urllib3
+    "ReadTimeoutError": "ReadTimeout",
+}
+
+
 def error_class(module: ModuleType, name: str | None) -> type[Exception]:
     """The request error class `name` of `module`, or its RemoteProtocolError if it has none.
 
     Only `RequestError` subclasses qualify (what a transport raises mid-body, and built from
-    a message alone); any other recorded error, e.g. one a custom transport raised, replays
-    as the connection failing: RemoteProtocolError.
+    a message alone); an error another library recorded (aiohttp, urllib3) is its httpx
+    equivalent; any other recorded error, e.g. one a custom transport raised, replays as the
+    connection failing: RemoteProtocolError.
     """
+    name = _HTTPX_NAMES.get(name or "", name)
     found = getattr(module, name, None) if name else None
     if isinstance(found, type) and issubclass(found, module.RequestError):
         return found

@@ -50,7 +50,10 @@ _MODULES = ("httpx", "httpx2")
 
 #: The other client libraries replay serves, and the adapter module that patches each one
 #: (its `patches()`: (class, attribute, replacement) triples), imported when it is installed.
-ADAPTERS: dict[str, str] = {}
+ADAPTERS: dict[str, str] = {
+    "aiohttp": "replay.adapters.aiohttp",
+    "requests": "replay.adapters.requests",
+}
 
 Send = Callable[[Any], Any]
 AsyncSend = Callable[[Any], Awaitable[Any]]

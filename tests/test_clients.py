@@ -219,3 +219,64 @@ def test_openai_with_its_aiohttp_client_never_goes_live_in_mode_none(tmp_path: P
         ):
             anyio.run(_openai_aiohttp, origin.url + "/v1")
         assert origin.requests == []
+
+
+# -- google-genai: its async client sends through aiohttp when aiohttp is installed ----------
+
+GEMINI_TEXTS = ("Hel", "lo ", "there")
+GEMINI = tuple(
+    (
+        0.01,
+        b'data: {"candidates": [{"content": {"parts": [{"text": "'
+        + text.encode()
+        + b'"}], "role": "model"}, "index": 0}]}\r\n\r\n',
+    )
+    for text in GEMINI_TEXTS
+)
+GEMINI_PATH = "/v1/models/gemini-test:streamGenerateContent"
+#: google-genai subclasses aiohttp's ClientSession, which aiohttp warns about: not ours.
+GENAI_SUBCLASSES_SESSION = pytest.mark.filterwarnings(
+    "ignore:Inheritance class AiohttpClientSession:DeprecationWarning"
+)
+
+
+async def _gemini(base_url: str) -> str:
+    from google import genai
+    from google.genai import types
+
+    client = genai.Client(api_key="gm-test-key", http_options=types.HttpOptions(base_url=base_url))
+    text = ""
+    async for chunk in await client.aio.models.generate_content_stream(
+        model="gemini-test", contents="hi"
+    ):
+        text += chunk.text or ""
+    return text
+
+
+@GENAI_SUBCLASSES_SESSION
+def test_google_genai_async_through_aiohttp_records_and_replays(tmp_path: Path) -> None:
+    pytest.importorskip("aiohttp")  # the path under test: genai's async client on aiohttp
+    path = tmp_path / "gemini.msgpack"
+    with Origin({GEMINI_PATH: Script(chunks=GEMINI)}) as origin:
+        base_url = origin.url
+        with replay.use_cassette(path, record_mode="all"):
+            live = anyio.run(_gemini, base_url)
+        hits = len(origin.requests)
+    [interaction] = replay.Cassette.load(path).interactions
+    assert len(interaction.response.chunks) > 1
+    assert "gm-test-key" not in repr(interaction)
+    with replay.use_cassette(path, record_mode="none"):
+        replayed = anyio.run(_gemini, base_url)
+    assert live == replayed == "".join(GEMINI_TEXTS)
+    assert hits == 1
+
+
+@GENAI_SUBCLASSES_SESSION
+def test_google_genai_async_never_goes_live_in_mode_none(tmp_path: Path) -> None:
+    with Origin({GEMINI_PATH: Script(chunks=GEMINI)}) as origin:
+        with (
+            replay.use_cassette(tmp_path / "empty.msgpack", record_mode="none"),
+            pytest.raises(replay.CassetteMismatchError),
+        ):
+            anyio.run(_gemini, origin.url)
+        assert origin.requests == []

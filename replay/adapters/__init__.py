@@ -6,7 +6,7 @@ cassette session of their context, and is imported only when that library is ins
 
 - `patches()` returns the (class, attribute, replacement) triples to install while any
   session is active; `replay.patch` installs and restores them with the httpx patches.
-- Per request, the replacement asks `replay.patch.current()` for the session of its
+- Per request, the replacement asks `replay.patch.routed()` for the session of its
   context (None: no session, send as usual; `patch.bypassed()` is set inside replay's own
   sends, which pass straight through), builds a `replay.model.Request`, and asks the
   session: `session.answer(request)` gives a `Played` to replay (or raises

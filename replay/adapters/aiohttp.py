@@ -1,0 +1,392 @@
+"""The aiohttp shell of a cassette session: `ClientSession` requests recorded and replayed.
+
+`patches()` replaces `aiohttp.ClientSession._request` (vcrpy's seam). A request is noted alike
+to record or replay: method, full URL (base URL and params in), the session's headers merged
+with the request's plus the body's Content-Type and `auth` (not aiohttp's automatic Host,
+User-Agent, Accept*), and the bytes of `json=` or a bytes, text or form `data=` (others: empty).
+
+Replaying, `_request` returns, once the headers are due, a real `ClientResponse` (of the
+session's response class) whose `content` is aiohttp's own `StreamReader`, fed the Stepper's
+steps by the reader itself as its buffer runs dry at instant speed (no task, no wait), else
+by a task that feeds each chunk when due and yields to the reader, as a socket would: a reader
+that keeps up reads the recorded chunks one by one. A recorded error ends the body as
+aiohttp's `SocketTimeoutError` (a read timeout: a stall longer than `sock_read`) or
+`ClientPayloadError`. With `auto_decompress`, gzip and deflate bodies are decoded as fed (other
+encodings are fed as recorded). Traces do not fire; `timeout.total` spares replayed bodies.
+
+Recording, the real `_request` sends (`raise_for_status` deferred until the headers are
+noted); the response's `StreamReader` then gets a subclass swapped in as its class (its
+`__slots__` forbid instance-level wrappers) that stamps each chunk aiohttp feeds it and ends
+the recording at its EOF or error; a client releasing or closing it first ends it as
+`stopped_by="client"`. Limits: the stamps are taken on the event loop, as aiohttp parses what
+the socket delivered: a client blocking its loop delays them (`Recording.read_on_loop` is
+set). aiohttp feeds a body decoded when it decompresses (the default): it is recorded so,
+under the headers minus Content-Encoding and Content-Length (a self-consistent cassette). A
+redirect is one interaction (first request, final response); websocket upgrades go live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import http
+import inspect
+import types
+import zlib
+from collections.abc import Awaitable, Callable, Mapping
+from http.cookies import CookieError, SimpleCookie
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+import aiohttp
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
+
+from replay import engine, patch
+from replay._decoding import Inflater
+from replay.clock import Clock
+from replay.model import Request, Response
+
+if TYPE_CHECKING:
+    from replay.session import CassetteSession
+
+__all__ = ["patches"]
+
+_Send = Callable[..., Awaitable[aiohttp.ClientResponse]]
+_Options = Mapping[str, Any]  # the keyword arguments of `_request`
+
+#: What aiohttp raises when a socket read outlasts `sock_read` (3.10+; before: its base).
+_READ_TIMEOUT: type[Exception] = getattr(aiohttp, "SocketTimeoutError", aiohttp.ServerTimeoutError)
+_TIMEOUTS = frozenset({"ReadTimeout", "SocketTimeoutError", "ServerTimeoutError", "TimeoutError"})
+_AIOHTTP_DECODES = frozenset({"gzip", "deflate", "br", "zstd"})  # decoded by aiohttp itself
+_REPLAY_DECODES = frozenset({"gzip", "deflate"})  # decoded by replay for it
+#: aiohttp 3.14 wants the writer of a sent request; a replayed one has sent nothing.
+_SENT: dict[str, Any] = (
+    {"stream_writer": types.SimpleNamespace(output_size=0)}
+    if "stream_writer" in inspect.signature(aiohttp.ClientResponse.__init__).parameters
+    else {}
+)
+_PHRASES = {status.value: status.phrase for status in http.HTTPStatus}
+_FEEDERS: set[asyncio.Task[None]] = set()  # strong references to the running feed tasks
+_RECORDINGS: dict[int, engine.Recording] = {}  # id(stream being recorded) -> its recording
+
+
+def patches() -> list[tuple[type, str, Any]]:
+    """The patch of `aiohttp.ClientSession._request` that routes requests to sessions."""
+    original: _Send = aiohttp.ClientSession._request
+
+    @functools.wraps(original)
+    async def _request(
+        self: aiohttp.ClientSession, method: str, str_or_url: Any, **kwargs: Any
+    ) -> aiohttp.ClientResponse:
+        session = patch.routed()
+        if session is None:
+            return await original(self, method, str_or_url, **kwargs)
+        return await _handle(session, self, original, method, str_or_url, kwargs)
+
+    return [(aiohttp.ClientSession, "_request", _request)]
+
+
+async def _handle(
+    session: CassetteSession,
+    client: aiohttp.ClientSession,
+    send: _Send,
+    method: str,
+    target: Any,
+    kwargs: dict[str, Any],
+) -> aiohttp.ClientResponse:
+    """Replay, record or refuse one request of `client` for `session`."""
+    schedule = session.schedule()
+    try:
+        request = _request_of(client, method, target, kwargs)
+    except (TypeError, ValueError):  # aiohttp's own send says what is wrong with it
+        return await send(client, method, target, **kwargs)
+    if session.ignores(request.url) or request.header("upgrade") is not None:
+        return await send(client, method, target, **kwargs)
+    check = kwargs.pop("raise_for_status", None)
+    played = session.answer(request)
+    if played is None:
+        recording = session.start_recording(request)
+        sending = send(client, method, target, raise_for_status=_unchecked, **kwargs)
+        response = await _record(recording, sending, _decodes(client, kwargs))
+    else:
+        timeout = kwargs.get("timeout", client.timeout)
+        sock_read = timeout.sock_read if isinstance(timeout, aiohttp.ClientTimeout) else None
+        timeouts = engine.read_timeouts(played.response, played.stall_steps, sock_read)
+        stepper = engine.Stepper(played.response, schedule, timeouts=timeouts)
+        await engine.step_async(stepper, session.clock)  # the headers, at their recorded time
+        response = _replayed(client, request, played.response)
+        _feed(response, stepper, session.clock, client, kwargs)
+    await _check_status(client, check, response)
+    return response
+
+
+# -- the request -------------------------------------------------------------------------------
+
+
+def _request_of(
+    client: aiohttp.ClientSession, method: str, target: Any, kwargs: _Options
+) -> Request:
+    """The request as replay notes it (the same whether it is recorded or replayed)."""
+    url = client._build_url(target).extend_query(kwargs.get("params") or {})
+    headers = client._prepare_headers(kwargs.get("headers"))
+    body, content_type = _body_of(client, kwargs)
+    skipped = {name.lower() for name in kwargs.get("skip_auto_headers") or ()}
+    if content_type and aiohttp.hdrs.CONTENT_TYPE not in headers and "content-type" not in skipped:
+        headers[aiohttp.hdrs.CONTENT_TYPE] = content_type
+    auth = kwargs.get("auth") or client.auth
+    if isinstance(auth, aiohttp.BasicAuth) and aiohttp.hdrs.AUTHORIZATION not in headers:
+        headers[aiohttp.hdrs.AUTHORIZATION] = auth.encode()
+    # As the bytes on the wire (aiohttp sends utf-8), read as latin-1 like httpx's.
+    pairs = [(name, value.encode().decode("latin-1")) for name, value in headers.items()]
+    return Request(method=method.upper(), url=str(url), headers=pairs, body=body)
+
+
+def _body_of(client: aiohttp.ClientSession, kwargs: _Options) -> tuple[bytes, str]:
+    """The request body's bytes, and the Content-Type aiohttp gives it."""
+    data, json = kwargs.get("data"), kwargs.get("json")
+    if json is not None:
+        return client.json_serialize(json).encode(), "application/json"
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data), "application/octet-stream"
+    if isinstance(data, str):
+        return data.encode(), "text/plain; charset=utf-8"
+    fields = list(data.items()) if isinstance(data, Mapping) else data
+    if isinstance(fields, (list, tuple)) and all(map(_is_field, fields)):
+        return urlencode(fields, doseq=True).encode(), "application/x-www-form-urlencoded"
+    return b"", ""  # no body, or a streamed one (not noted)
+
+
+def _is_field(pair: object) -> bool:
+    """Whether `pair` is a (name, value) form field that urlencodes as aiohttp's FormData."""
+    return isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], (str, int, float))
+
+
+# -- replay ------------------------------------------------------------------------------------
+
+
+def _replayed(
+    client: aiohttp.ClientSession, request: Request, recorded: Response
+) -> aiohttp.ClientResponse:
+    """A response of `client`'s response class with the recorded status and headers."""
+    url = URL(request.url)
+    sent = CIMultiDictProxy(CIMultiDict(request.headers))
+    response: aiohttp.ClientResponse = client._response_class(
+        request.method,
+        url,
+        writer=None,
+        continue100=None,
+        timer=None,  # type: ignore[arg-type]
+        request_info=aiohttp.RequestInfo(url, request.method, sent, url),
+        traces=[],
+        loop=asyncio.get_running_loop(),
+        session=client,
+        **_SENT,
+    )
+    response.version = aiohttp.HttpVersion11
+    response.status = recorded.status
+    response.reason = _PHRASES.get(recorded.status, "")
+    raw = tuple(
+        (name.encode("latin-1"), value.encode("latin-1")) for name, value in recorded.headers
+    )
+    response._raw_headers = raw
+    # aiohttp reads header values as utf-8 (undecodable bytes kept as surrogates).
+    decoded = [
+        (name.decode("latin-1"), value.decode("utf-8", "surrogateescape")) for name, value in raw
+    ]
+    response._headers = CIMultiDictProxy(CIMultiDict(decoded))
+    cookies: SimpleCookie = SimpleCookie()
+    for header in response.headers.getall(aiohttp.hdrs.SET_COOKIE, ()):
+        with contextlib.suppress(CookieError):  # aiohttp skips a malformed cookie too
+            cookies.load(header)
+    if cookies:  # into the session's jar, as aiohttp does
+        response.cookies = cookies
+        client.cookie_jar.update_cookies(cookies, response.url)
+    return response
+
+
+class _Socketless:
+    """What aiohttp's `StreamReader` expects of its protocol: here, nothing to pause."""
+
+    connected = True
+    _reading_paused = False
+
+    def pause_reading(self) -> None: ...
+    def resume_reading(self, resume_parser: bool = True) -> None: ...
+
+
+class _ReplayedBody(aiohttp.StreamReader):
+    """aiohttp's StreamReader of a replayed response, fed the steps of its Stepper: by the
+    reader itself when its buffer runs dry (instant speed), else by a task (`feed`). A release
+    or close (which sets the 'connection closed' error) stops both."""
+
+    __slots__ = ("_feeder", "_inflater", "_stepper")
+
+    def __init__(self, stepper: engine.Stepper, inflater: Inflater | None, limit: int) -> None:
+        loop = asyncio.get_running_loop()
+        super().__init__(_Socketless(), limit, loop=loop)  # type: ignore[arg-type]
+        self._stepper = stepper
+        self._inflater = inflater
+        self._feeder: asyncio.Task[None] | None = None
+        self.begin_http_chunk_receiving()  # each recorded chunk is an HTTP chunk (`iter_chunks`)
+
+    def take(self, step: engine.Step) -> bool:
+        """Feed `step`: a chunk, or the end (EOF, or the error as aiohttp's); True: more follow."""
+        inflater = self._inflater
+        try:
+            if isinstance(step, engine.Data):
+                self.feed_data(step.data if inflater is None else inflater.decode(step.data))
+                self.end_http_chunk_receiving()
+                return True
+            if isinstance(step, engine.End) and step.error is not None:
+                error = _READ_TIMEOUT if step.error in _TIMEOUTS else aiohttp.ClientPayloadError
+                self.set_exception(error(step.message))
+            else:
+                self.feed_data(b"" if inflater is None else inflater.flush())
+                self.feed_eof()
+        except zlib.error as exc:  # aiohttp's words for a body that does not decode
+            self.set_exception(
+                aiohttp.ClientPayloadError(f"Can not decode content-encoding: {exc}")
+            )
+        self._stepper.close()
+        return False
+
+    async def feed(self, clock: Clock) -> None:
+        """Feed each step when due, yielding to the reader after each chunk."""
+        while self.take(await engine.step_async(self._stepper, clock)):
+            await asyncio.sleep(0)
+
+    async def _wait(self, func_name: str) -> None:
+        if self._feeder is not None:
+            return await super()._wait(func_name)
+        self.take(self._stepper.next())  # (a recorded error is raised to the reader at once)
+        if self._exception is not None:
+            raise self._exception
+
+    def set_exception(self, exc: BaseException, *args: Any, **kwargs: Any) -> None:
+        super().set_exception(exc, *args, **kwargs)
+        self._stepper.close()
+        if self._feeder is not None and self._feeder is not asyncio.current_task():
+            self._feeder.cancel()
+
+
+def _feed(
+    response: aiohttp.ClientResponse,
+    stepper: engine.Stepper,
+    clock: Clock,
+    client: aiohttp.ClientSession,
+    kwargs: _Options,
+) -> None:
+    """Give `response` its body: taken by its reader at instant speed, else fed by a task."""
+    encoding = (response.headers.get(aiohttp.hdrs.CONTENT_ENCODING) or "").strip().lower()
+    decoded = _decodes(client, kwargs) and encoding in _REPLAY_DECODES
+    limit: int = kwargs.get("read_bufsize") or client._read_bufsize
+    response.content = body = _ReplayedBody(stepper, Inflater(encoding) if decoded else None, limit)
+    if not stepper.instant:
+        body._feeder = task = asyncio.get_running_loop().create_task(body.feed(clock))
+        _FEEDERS.add(task)
+        task.add_done_callback(_FEEDERS.discard)
+
+
+# -- record ------------------------------------------------------------------------------------
+
+
+async def _unchecked(response: aiohttp.ClientResponse) -> None:
+    """The `raise_for_status` handed to the real send: the check comes once recorded."""
+
+
+async def _record(
+    recording: engine.Recording, sending: Awaitable[aiohttp.ClientResponse], decoded: bool
+) -> aiohttp.ClientResponse:
+    """Await the real send, noting the headers, then stamp the body as aiohttp is fed it."""
+    try:
+        response = await sending
+    except BaseException as error:
+        recording.finish(error=error)
+        raise
+    recording.read_on_loop = True
+    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers]
+    encoding = (response.headers.get(aiohttp.hdrs.CONTENT_ENCODING) or "").strip().lower()
+    if decoded and encoding in _AIOHTTP_DECODES:  # aiohttp feeds the body decoded
+        dropped = {"content-encoding", "content-length"}
+        headers = [(name, value) for name, value in headers if name.lower() not in dropped]
+    recording.got_headers(response.status, headers)
+    content = response.content
+    # What aiohttp parsed along with the headers was fed before `_request` returned.
+    for data in tuple(getattr(content, "_buffer", ())):
+        recording.got_chunk(bytes(data))
+    if content.exception() is not None:
+        recording.finish(error=content.exception())
+    elif content.is_eof():  # (a body-less response's is aiohttp's shared empty one)
+        recording.finish()
+    else:
+        _RECORDINGS[id(content)] = recording
+        content.__class__ = _Stamped
+        for name in ("release", "close"):
+            setattr(response, name, functools.partial(_left, recording, getattr(response, name)))
+    return response
+
+
+def _left(recording: engine.Recording, method: Callable[[], Any]) -> Any:
+    """The client released or closed the response: the recording ends as it left it."""
+    try:
+        recording.finish(stopped_by="client")
+    finally:
+        result = method()
+    return result
+
+
+class _Stamped(aiohttp.StreamReader):
+    """aiohttp's StreamReader of a response being recorded (its class swapped in): each chunk
+    fed, the end and the error are noted on the recording; then the class is swapped back."""
+
+    __slots__ = ()
+
+    def feed_data(self, data: bytes, *args: Any) -> Any:
+        if data:
+            _RECORDINGS[id(self)].got_chunk(data)
+        return super().feed_data(data, *args)
+
+    def feed_eof(self) -> None:
+        failure = _unhook(self)
+        if failure is None:
+            aiohttp.StreamReader.feed_eof(self)
+        else:  # a before_record hook raised: the client hears of it
+            aiohttp.StreamReader.set_exception(self, failure)
+
+    def set_exception(self, exc: BaseException, *args: Any, **kwargs: Any) -> None:
+        _unhook(self, exc)
+        aiohttp.StreamReader.set_exception(self, exc, *args, **kwargs)
+
+
+def _unhook(stream: aiohttp.StreamReader, error: BaseException | None = None) -> Exception | None:
+    """Finish the recording of `stream` and give it its class back; the finish's failure."""
+    recording = _RECORDINGS.pop(id(stream), None)
+    stream.__class__ = aiohttp.StreamReader
+    if recording is not None:
+        try:
+            recording.finish(error=error)
+        except Exception as failure:
+            return failure
+    return None
+
+
+# -- both --------------------------------------------------------------------------------------
+
+
+def _decodes(client: aiohttp.ClientSession, kwargs: _Options) -> bool:
+    """Whether aiohttp decodes the response body for this request (`auto_decompress`)."""
+    chosen = kwargs.get("auto_decompress")
+    return bool(client.auto_decompress if chosen is None else chosen)
+
+
+async def _check_status(
+    client: aiohttp.ClientSession, check: Any, response: aiohttp.ClientResponse
+) -> None:
+    """aiohttp's `raise_for_status` (the request's, else the session's) on `response`."""
+    check = client.raise_for_status if check is None else check
+    if callable(check):
+        await check(response)
+    elif check:
+        response.raise_for_status()
