@@ -391,3 +391,18 @@ async def test_aiohttp_and_httpx_traffic_land_in_one_cassette(
     assert len(cassette.interactions) == 2
     assert cassette.all_played
     assert origin.requests == []
+
+
+@pytest.mark.timeout(10)  # the failure this guards against is a wait that never ends
+async def test_waiting_for_the_end_of_an_unread_replayed_body_does_not_hang(
+    origin: Origin, cassette_path: Path
+) -> None:
+    await record(cassette_path, f"{origin.url}/stream")
+
+    async def wait_then_read(response: aiohttp.ClientResponse) -> list[bytes]:
+        await response.content.wait_eof()
+        return [await response.content.read()]
+
+    with replay.use_cassette(cassette_path, record_mode="none"):
+        replayed = await fetch(f"{origin.url}/stream", read=wait_then_read)
+    assert replayed == [b"".join(EVENTS)]

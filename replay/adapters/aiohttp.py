@@ -264,6 +264,12 @@ class _ReplayedBody(aiohttp.StreamReader):
         if self._exception is not None:
             raise self._exception
 
+    async def wait_eof(self) -> None:
+        if self._feeder is None:  # instant speed: nothing feeds the body unless it is read
+            while self._exception is None and self.take(self._stepper.next()):
+                pass
+        await super().wait_eof()
+
     def set_exception(self, exc: BaseException, *args: Any, **kwargs: Any) -> None:
         super().set_exception(exc, *args, **kwargs)
         self._stepper.close()
