@@ -4,7 +4,9 @@ Read and written through vcrpy's own serializers (`vcr.serialize`), laid out exa
 vcrpy's httpx stub records them: request headers through `httpx.Headers`, response headers
 grouped by lower-cased name, and the body as it came off the transport, still compressed
 when the response had a `Content-Encoding` (vcrpy's playback hands it to httpx, which
-decompresses it). Files are `replay.convert`'s business; vcrpy itself is imported lazily.
+decompresses it). Read back as vcrpy reads them, and a cassette of pydantic-ai's serializer
+(`parsed_body`) as pydantic-ai reads it (`replay._pydantic_ai`). Files are
+`replay.convert`'s business; vcrpy itself is imported lazily.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from replay._pydantic_ai import ParsedBodyError, unparse_bodies
 from replay.errors import CassetteFormatError
 from replay.model import Chunk, Interaction, Request, Response, StreamEnd
 
@@ -60,28 +63,89 @@ def to_vcr_text(interactions: Sequence[Interaction], serializer: Any) -> str:
     return text
 
 
-def from_vcr_text(text: str, serializer: Any, path: Path) -> list[Interaction]:
+def from_vcr_text(text: str, serializer: Any, path: Path) -> tuple[list[Interaction], str | None]:
     """The interactions of a vcrpy cassette's text, read with vcrpy's `serializer`.
 
-    Each response becomes one chunk at 0 s (see `replay.convert.load_vcr`).
+    Each response becomes one chunk at 0 s (see `replay.convert.load_vcr`). A cassette of
+    pydantic-ai's serializer (`parsed_body`) is read as pydantic-ai's deserializer reads it.
+
+    Returns:
+        The interactions, and the serializer that wrote them when it was not vcrpy's own
+        (`"pydantic-ai serializer"`), else None.
 
     Raises:
         CassetteFormatError: the text is not a vcrpy cassette (the message names `path`).
     """
-    from vcr.serialize import deserialize
-
     try:
-        requests, responses, *_metadata = deserialize(text, serializer)
+        document = serializer.deserialize(text)
     except Exception as exc:  # yaml, json and vcrpy raise assorted types on foreign input
-        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise CassetteFormatError(path, f"not a vcrpy cassette ({detail})") from exc
+        raise CassetteFormatError(path, f"not a vcrpy cassette ({_parse_problem(exc)})") from exc
+    items = _interaction_items(document, path)
+    try:
+        foreign = unparse_bodies(items)
+    except ParsedBodyError as exc:
+        raise CassetteFormatError(path, str(exc)) from exc
     result = []
-    for i, (request, response) in enumerate(zip(requests, responses, strict=True)):
+    for i, item in enumerate(items):
         try:
+            request, response = _request_and_response(item)
             result.append(Interaction(_from_vcr_request(request), _from_vcr_response(response)))
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise CassetteFormatError(path, f"interactions[{i}]: {_describe(exc)}") from exc
-    return result
+    return result, "pydantic-ai serializer" if foreign else None
+
+
+def _parse_problem(exc: Exception) -> str:
+    """One line on why the text did not parse: YAML's problem and its line, or the error."""
+    problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)
+    if problem and mark is not None:
+        return f"{problem}, line {mark.line + 1}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _interaction_items(document: Any, path: Path) -> list[Any]:
+    """The document's `interactions` list, or a refusal that says what the document is."""
+    first = document[0] if isinstance(document, list) and document else None
+    if isinstance(first, dict) and "request" in first:
+        raise CassetteFormatError(
+            path,
+            "a cassette of vcrpy before 1.0 (a bare list): "
+            "migrate it first with `python -m vcr.migration`",
+        )
+    if isinstance(document, dict) and "http_interactions" in document:
+        raise CassetteFormatError(
+            path, "a Ruby VCR or Betamax cassette ('http_interactions'), not a vcrpy one"
+        )
+    if not isinstance(document, dict) or not isinstance(document.get("interactions"), list):
+        found = type(document).__name__ if not isinstance(document, dict) else "no list of them"
+        raise CassetteFormatError(
+            path, f"not a vcrpy cassette (expected a mapping of 'interactions', found {found})"
+        )
+    items: list[Any] = document["interactions"]
+    return items
+
+
+_REQUEST_FIELDS = ("method", "uri", "body", "headers")
+
+
+def _request_and_response(item: Any) -> tuple[Any, dict[str, Any]]:
+    """vcrpy's request object and response dict of one interaction, as vcrpy loads them."""
+    from vcr.request import Request as VcrRequest
+    from vcr.serializers.compat import convert_to_bytes
+
+    if not isinstance(item, dict):
+        raise TypeError(f"expected a mapping, found {type(item).__name__}")
+    request, response = item["request"], item["response"]
+    for kind, value in (("request", request), ("response", response)):
+        if not isinstance(value, dict):
+            raise TypeError(f"{kind}: expected a mapping, found {type(value).__name__}")
+    unknown = [name for name in request if name not in _REQUEST_FIELDS]
+    if unknown:
+        raise ValueError(f"request: unknown field {unknown[0]!r}")
+    missing = [name for name in _REQUEST_FIELDS if name not in request]
+    if missing:
+        raise ValueError(f"request: missing field {missing[0]!r}")
+    return VcrRequest._from_dict(request), convert_to_bytes(response)
 
 
 def _describe(exc: Exception) -> str:

@@ -107,7 +107,7 @@ def test_a_converted_cassette_plays_back_under_vcrpy(
 ) -> None:
     module: ModuleType = importlib.import_module(module_name)
     yaml_path = tmp_path / "converted.yaml"
-    assert convert(recorded, yaml_path) == 2
+    assert convert(recorded, yaml_path).source_format == "replay msgpack"
     with (
         vcr.use_cassette(str(yaml_path), record_mode="none") as cassette,
         module.Client() as client,
@@ -157,7 +157,7 @@ def test_a_cassette_vcrpy_recorded_replays_through_replay(origin: Origin, tmp_pa
     yaml_path = tmp_path / "vcr.yaml"
     with vcr.use_cassette(str(yaml_path), record_mode="once"), httpx.Client() as client:
         live = requests_to(client, origin.url)
-    assert convert(yaml_path, tmp_path / "vcr.msgpack") == 2
+    assert convert(yaml_path, tmp_path / "vcr.msgpack").source_format == "vcrpy YAML"
     cassette = Cassette.load(tmp_path / "vcr.msgpack")
     assert all(
         [(c.at, c.data) for c in i.response.chunks] == [(0.0, i.response.body)]
@@ -213,7 +213,7 @@ def test_vcrpy_json_cassettes_are_read_too(tmp_path: Path) -> None:
             }
         )
     )
-    convert(src, tmp_path / "out.msgpack")
+    assert convert(src, tmp_path / "out.msgpack").source_format == "vcrpy JSON"
     (interaction,) = Cassette.load(tmp_path / "out.msgpack").interactions
     assert [e.data for e in interaction.response.events()] == ["1"]
 
@@ -224,8 +224,9 @@ def test_vcrpy_json_cassettes_are_read_too(tmp_path: Path) -> None:
 def test_json_export_converts_back_without_losing_anything(recorded: Path, tmp_path: Path) -> None:
     original = Cassette.load(recorded).interactions + hand_built()
     Cassette(original).save(tmp_path / "a.msgpack")
-    assert convert(tmp_path / "a.msgpack", tmp_path / "a.json") == 6
-    assert convert(tmp_path / "a.json", tmp_path / "b.msgpack") == 6
+    assert len(convert(tmp_path / "a.msgpack", tmp_path / "a.json").interactions) == 6
+    read = convert(tmp_path / "a.json", tmp_path / "b.msgpack")
+    assert (len(read.interactions), read.source_format) == (6, "replay JSON export")
     assert Cassette.load(tmp_path / "b.msgpack").interactions == original
     assert (tmp_path / "b.msgpack").read_bytes() == (tmp_path / "a.msgpack").read_bytes()
 
@@ -303,10 +304,13 @@ def test_a_missing_source_is_file_not_found(tmp_path: Path, suffix: str) -> None
     [
         (b"", "the file is empty"),
         (b"\xff\xfe", "not UTF-8 text"),
-        (b"interactions: [\n", "not a vcrpy cassette"),
-        (b"- just\n- a list\n", "not a vcrpy cassette"),
+        (b"interactions: [\n", "node content, line 2)"),
+        (b"- just\n- a list\n", "expected a mapping of 'interactions', found list"),
         (b"!!python/object/apply:os.system ['true']\n", "not a vcrpy cassette"),
-        (b"interactions:\n- request: {method: GET}\n  response: {}\nversion: 1\n", "not a vcrpy"),
+        (
+            b"interactions:\n- request: {method: GET}\n  response: {}\nversion: 1\n",
+            "interactions[0]: request: missing field 'uri'",
+        ),
         (
             b"interactions:\n- request: {method: GET, uri: 'http://x/', body: null, headers: {}}\n"
             b"  response: {status: {code: 999}, headers: {}, body: {string: ''}}\nversion: 1\n",
@@ -361,7 +365,9 @@ def run_replay(*args: str) -> subprocess.CompletedProcess[str]:
 def test_convert_command_reports_what_it_did(recorded: Path, tmp_path: Path) -> None:
     result = run_replay("convert", str(recorded), str(tmp_path / "out.yaml"))
     assert result.returncode == 0, result.stderr
-    assert result.stderr == f"{recorded} -> {tmp_path / 'out.yaml'}: 2 interactions\n"
+    assert result.stderr == (
+        f"{recorded} -> {tmp_path / 'out.yaml'}: 2 interactions, read replay msgpack\n"
+    )
     assert len(deserialize((tmp_path / "out.yaml").read_text(), yamlserializer)[0]) == 2
 
 

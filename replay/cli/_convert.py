@@ -17,8 +17,10 @@ def add_verbs(verbs: Verbs) -> None:
         verbs,
         "convert",
         "convert between replay's format, vcrpy YAML and JSON",
-        "Convert SRC to DST, by their suffixes: .msgpack (replay), .yaml/.yml (vcrpy), "
-        ".json (export). vcrpy cassettes carry no timing: they convert with every chunk at 0.",
+        "Convert SRC to DST, by their suffixes: .msgpack (replay), .yaml/.yml (vcrpy, "
+        "pydantic-ai's serializer too), .json (export, or vcrpy JSON); the text formats may be "
+        "gzip-compressed (.yaml.gz, .json.gz). Says which variant SRC was. vcrpy cassettes "
+        "carry no timing: they convert with every chunk at 0.",
         "replay convert cassettes/app.msgpack cassettes/app.yaml",
     )
     convert.add_argument("src", type=Path, metavar="SRC")
@@ -28,9 +30,13 @@ def add_verbs(verbs: Verbs) -> None:
 def _convert(args: argparse.Namespace) -> int:
     from replay.convert import convert
 
-    count = convert(args.src, args.dst)
+    source = convert(args.src, args.dst)
+    count = len(source.interactions)
     plural = "" if count == 1 else "s"
-    print(f"{args.src} -> {args.dst}: {count} interaction{plural}", file=sys.stderr)
+    print(
+        f"{args.src} -> {args.dst}: {count} interaction{plural}, read {source.source_format}",
+        file=sys.stderr,
+    )
     return 0
 
 
