@@ -1,28 +1,40 @@
 """`replay check`: validate every stream of some cassettes against its dialect's rules.
 
 A stream is an interaction whose response is `text/event-stream`, or whose body a dialect
-recognises anyway (a server that sent the wrong content type). Each rule a stream breaks
-(see `replay.dialects.validate`) becomes a `Finding` that knows its cassette and
-interaction, printed on one stable line:
+recognises anyway (a server that sent the wrong content type). The rules a stream breaks
+(see `replay.dialects.validate`) become one `Finding` per rule, however often it is broken:
+its severity, its first occurrence and how many there are, on one stable line:
 
-    PATH #INTERACTION event INDEX RULE: message
+    PATH #INTERACTION event INDEX RULE: SEVERITY: message (N times)
 
-with `event -` for a rule of the whole stream (`stream.truncated`). A body that cannot be
-decoded at all (damaged gzip, an unknown Content-Encoding) is one finding, `stream.encoding`.
+with `event -` for a rule of the whole stream (`stream.truncated`); `--verbose` lists every
+occurrence below. A body that cannot be decoded at all (damaged gzip, an unknown
+Content-Encoding) is one finding, `stream.encoding`. A file that cannot be read is one line,
+`PATH: cannot read: why`, and the others are checked all the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
 import attrs
 
 from replay.cassette import Cassette
-from replay.dialects import Violation, detect, validate
+from replay.dialects import Severity, Violation, detect, validate
+from replay.errors import CassetteFormatError, ReplayError
 from replay.model import Response
 
-__all__ = ["UNDECODABLE", "CheckResult", "Finding", "check_cassette", "check_files", "is_stream"]
+__all__ = [
+    "UNDECODABLE",
+    "CheckResult",
+    "Finding",
+    "Unreadable",
+    "check_cassette",
+    "check_files",
+    "findings_of",
+    "is_stream",
+]
 
 UNDECODABLE = "stream.encoding"
 """The rule of a finding whose body cannot be decoded, so no other rule could be checked."""
@@ -42,29 +54,89 @@ def is_stream(response: Response) -> bool:
         return False
 
 
+def _violations(violations: Iterable[Violation]) -> tuple[Violation, ...]:
+    return tuple(violations)
+
+
 @attrs.frozen
 class Finding:
-    """One rule broken by one interaction of one cassette.
+    """One rule broken by one stream: every occurrence, the first one shown.
 
     Args:
         cassette: the cassette's path, as it was given.
         interaction: the interaction's index in the cassette (0-based).
-        violation: the rule, what was wrong, and at which event.
+        violations: every occurrence of the rule in the stream, in event order (never empty).
     """
 
     cassette: str
     interaction: int
-    violation: Violation
+    violations: tuple[Violation, ...] = attrs.field(
+        converter=_violations, validator=attrs.validators.min_len(1)
+    )
+
+    @property
+    def first(self) -> Violation:
+        """The occurrence the finding shows: the first in the stream."""
+        return self.violations[0]
+
+    @property
+    def rule(self) -> str:
+        """The rule broken."""
+        return self.first.rule
+
+    @property
+    def severity(self) -> Severity:
+        """How much it matters: `error`, `warning` or `note`."""
+        return self.first.severity
+
+    @property
+    def count(self) -> int:
+        """How many times the stream breaks the rule."""
+        return len(self.violations)
 
     def __str__(self) -> str:
-        index = "-" if self.violation.index is None else str(self.violation.index)
-        message = " ".join(self.violation.message.split("\n"))  # one finding, one line
-        rule = self.violation.rule
-        return f"{self.cassette} #{self.interaction} event {index} {rule}: {message}"
+        times = f" ({self.count} times)" if self.count > 1 else ""
+        head = f"{self.cassette} #{self.interaction} event {_at(self.first)} {self.rule}"
+        return f"{head}: {self.severity}: {_one_line(self.first.message)}{times}"
+
+    def occurrences(self) -> list[str]:
+        """One indented line per occurrence: what `--verbose` adds below the finding."""
+        return [f"    event {_at(v)}: {_one_line(v.message)}" for v in self.violations]
+
+
+def _at(violation: Violation) -> str:
+    return "-" if violation.index is None else str(violation.index)
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split("\n"))
+
+
+@attrs.frozen
+class Unreadable:
+    """A cassette that could not be read, so none of its streams was checked."""
+
+    cassette: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.cassette}: cannot read: {_one_line(self.problem)}"
+
+
+def findings_of(cassette: str, interaction: int, violations: Iterable[Violation]) -> list[Finding]:
+    """One finding per rule `violations` break, in the order of their first occurrence."""
+    by_rule: dict[str, list[Violation]] = {}
+    for violation in violations:
+        by_rule.setdefault(violation.rule, []).append(violation)
+    return [Finding(cassette, interaction, found) for found in by_rule.values()]
 
 
 def _findings(findings: Iterable[Finding]) -> tuple[Finding, ...]:
     return tuple(findings)
+
+
+def _unreadable(unreadable: Iterable[Unreadable]) -> tuple[Unreadable, ...]:
+    return tuple(unreadable)
 
 
 @attrs.frozen
@@ -72,41 +144,62 @@ class CheckResult:
     """What checking some cassettes found.
 
     Args:
-        cassettes: how many cassettes were checked.
+        cassettes: how many cassettes were checked (those unreadable included).
         streams: how many of their interactions were streams (the others are skipped).
-        findings: every broken rule, by cassette, interaction and event.
+        findings: each rule broken by each stream.
+        unreadable: the cassettes that could not be read.
     """
 
     cassettes: int = 0
     streams: int = 0
     findings: tuple[Finding, ...] = attrs.field(default=(), converter=_findings)
+    unreadable: tuple[Unreadable, ...] = attrs.field(default=(), converter=_unreadable)
 
     @property
     def ok(self) -> bool:
-        """True when no stream broke any rule."""
-        return not self.findings
+        """True when every cassette was read and no stream broke a rule worse than a note."""
+        return not self.unreadable and all(f.severity == "note" for f in self.findings)
 
     def __add__(self, other: CheckResult) -> CheckResult:
         return CheckResult(
             self.cassettes + other.cassettes,
             self.streams + other.streams,
             self.findings + other.findings,
+            self.unreadable + other.unreadable,
         )
 
     def summary(self) -> str:
-        """One line: what was checked and how much was wrong."""
+        """One line: what was checked, how much was wrong, and how badly."""
         checked = (
             f"checked {_count(self.streams, 'stream')} in {_count(self.cassettes, 'cassette')}"
         )
-        if self.ok:
-            return f"{checked}: no violations"
-        broken = len({(f.cassette, f.interaction) for f in self.findings})
-        violations = _count(len(self.findings), "violation")
-        return f"{checked}: {violations} in {_count(broken, 'stream')}"
+        if self.findings:
+            broken = len({(f.cassette, f.interaction) for f in self.findings})
+            severities = ", ".join(
+                _count(number, severity)
+                for severity in ("error", "warning", "note")
+                if (number := sum(f.severity == severity for f in self.findings))
+            )
+            found = f"{_count(len(self.findings), 'finding')} in {_count(broken, 'stream')}"
+            verdict = f"{found} ({severities})"
+        else:
+            verdict = "no violations"
+        if self.unreadable:
+            verdict += f"; {_count(len(self.unreadable), 'cassette')} could not be read"
+        return f"{checked}: {verdict}"
 
-    def report(self) -> str:
-        """One line per finding, then the summary; ends with a newline."""
-        return "".join(f"{line}\n" for line in [*map(str, self.findings), self.summary()])
+    def report(self, *, verbose: bool = False) -> str:
+        """Each unreadable cassette and each finding on one line, then the summary.
+
+        With `verbose`, each finding that occurs more than once is followed by every
+        occurrence. Ends with a newline.
+        """
+        lines = [str(unreadable) for unreadable in self.unreadable]
+        for finding in self.findings:
+            lines.append(str(finding))
+            if verbose and finding.count > 1:
+                lines += finding.occurrences()
+        return "".join(f"{line}\n" for line in [*lines, self.summary()])
 
 
 def _count(number: int, noun: str) -> str:
@@ -130,24 +223,29 @@ def check_cassette(cassette: Cassette, name: str | None = None) -> CheckResult:
         streams += 1
         try:
             violations = validate(interaction)
-        except ValueError as error:  # the body does not decode: nothing else can be checked
+        except (ValueError, ReplayError) as error:  # the body does not decode: nothing else
             violations = [Violation(UNDECODABLE, f"the body cannot be decoded: {error}")]
-        findings.extend(Finding(name, index, violation) for violation in violations)
+        findings += findings_of(name, index, violations)
     return CheckResult(1, streams, findings)
 
 
 def check_files(paths: Iterable[str | Path]) -> CheckResult:
-    """Load every cassette first, then validate every stream in each.
+    """Validate every stream in each cassette, one cassette at a time.
 
-    Findings name each cassette by its path as given, in the order given.
-
-    Raises:
-        FileNotFoundError: a path does not exist.
-        CassetteFormatError: a file is not a cassette this version reads.
+    Findings name each cassette by its path as given, in the order given. A cassette that
+    cannot be read (missing, not a cassette, of a newer format) is reported in the result
+    and the others are checked all the same.
     """
-    names = [str(path) for path in paths]
-    cassettes: Sequence[Cassette] = [Cassette.load(name) for name in names]
-    return sum(
-        (check_cassette(cassette, name) for cassette, name in zip(cassettes, names, strict=True)),
-        CheckResult(),
-    )
+    result = CheckResult()
+    for path in paths:
+        name = str(path)
+        try:
+            cassette = Cassette.load(name)
+        except OSError as error:
+            result += CheckResult(1, unreadable=[Unreadable(name, error.strerror or str(error))])
+            continue
+        except CassetteFormatError as error:
+            result += CheckResult(1, unreadable=[Unreadable(name, error.problem)])
+            continue
+        result += check_cassette(cassette, name)
+    return result

@@ -1,4 +1,4 @@
-"""`replay check`: every stream of some cassettes validated, one stable line per violation."""
+"""`replay check`: every stream of some cassettes validated, one stable line per rule broken."""
 
 from __future__ import annotations
 
@@ -10,7 +10,16 @@ import attrs
 import pytest
 
 import replay
-from replay.check import UNDECODABLE, CheckResult, Finding, check_cassette, check_files, is_stream
+from replay.check import (
+    UNDECODABLE,
+    CheckResult,
+    Finding,
+    Unreadable,
+    check_cassette,
+    check_files,
+    findings_of,
+    is_stream,
+)
 from replay.dialects import Violation, anthropic, chat, responses
 from replay.model import Chunk, Interaction, Request, Response
 
@@ -42,6 +51,19 @@ def json_interaction() -> Interaction:
             chunks=[Chunk(0.1, b'{"object": "list", "data": []}')],
         ),
     )
+
+
+def with_body(interaction: Interaction, body: bytes) -> Interaction:
+    """`interaction` answering `body` in one chunk."""
+    response = attrs.evolve(interaction.response, chunks=[Chunk(0.1, body)])
+    return attrs.evolve(interaction, response=response)
+
+
+def role_in_every_delta(interaction: Interaction) -> Interaction:
+    """A chat stream whose every delta repeats the role, as some providers send it."""
+    body = interaction.response.body
+    body = body.replace(b'"delta":{"content"', b'"delta":{"role":"assistant","content"')
+    return with_body(interaction, body)
 
 
 def with_chunk_dropped(interaction: Interaction, index: int) -> Interaction:
@@ -84,26 +106,61 @@ def test_valid_streams_give_no_findings() -> None:
     assert result.report() == "checked 3 streams in 1 cassette: no violations\n"
 
 
-def test_a_finding_names_cassette_interaction_event_and_rule() -> None:
+def test_a_finding_names_cassette_interaction_event_rule_and_severity() -> None:
     # Leaving out event 5 (the delta " there") breaks the sequence numbers at the event
     # after it, and the text no longer adds up in the three events that repeat it.
     broken = with_chunk_dropped(responses.stream(TEXT), 5)
     result = check_cassette(replay.Cassette([json_interaction(), broken]), "c.msgpack")
-    assert [(f.interaction, f.violation.index, f.violation.rule) for f in result.findings] == [
-        (1, 5, "responses.sequence-number"),
-        (1, 13, "responses.delta-mismatch"),
-        (1, 14, "responses.delta-mismatch"),
-        (1, 15, "responses.delta-mismatch"),
+    found = [(f.interaction, f.first.index, f.rule, f.severity, f.count) for f in result.findings]
+    assert found == [
+        (1, 5, "responses.sequence-number", "warning", 1),
+        (1, 13, "responses.delta-mismatch", "error", 3),
     ]
-    assert str(result.findings[0]) == (
-        "c.msgpack #1 event 5 responses.sequence-number: sequence_number 6, expected 5"
+    assert [str(f) for f in result.findings] == [
+        "c.msgpack #1 event 5 responses.sequence-number: warning: sequence_number 6, expected 5",
+        "c.msgpack #1 event 13 responses.delta-mismatch: error: response.output_text.done is "
+        "'Hello there, how may I assist you today?'; the deltas give "
+        "'Hello, how may I assist you today?' (3 times)",
+    ]
+
+
+def test_a_rule_broken_in_every_delta_is_one_finding_with_its_count() -> None:
+    result = check_cassette(replay.Cassette([role_in_every_delta(chat.stream(TEXT))]), "c")
+    (finding,) = result.findings
+    deltas = len(chat.stream(TEXT).response.events()) - 3  # the role chunk, finish, [DONE]
+    assert (finding.rule, finding.severity, finding.count) == ("chat.role-first", "error", deltas)
+    assert finding.first.index == 1
+    assert str(finding) == (
+        f"c #0 event 1 chat.role-first: error: choice 0 has its role in a later delta "
+        f"({deltas} times)"
     )
+
+
+def test_verbose_lists_every_occurrence_below_its_finding() -> None:
+    result = check_cassette(replay.Cassette([role_in_every_delta(chat.stream(TEXT))]), "c")
+    (finding,) = result.findings
+    lines = result.report(verbose=True).splitlines()
+    assert lines[0] == str(finding)
+    assert lines[1:-1] == [
+        f"    event {index}: choice 0 has its role in a later delta"
+        for index in range(1, finding.count + 1)
+    ]
+    assert len(result.report().splitlines()) == 2  # the finding and the summary
+
+
+def test_findings_keep_the_order_of_their_first_occurrence() -> None:
+    violations = [Violation("b", "1", 1), Violation("a", "2", 2), Violation("b", "3", 3)]
+    findings = findings_of("c", 0, violations)
+    assert [(f.rule, [v.index for v in f.violations]) for f in findings] == [
+        ("b", [1, 3]),
+        ("a", [2]),
+    ]
 
 
 def test_a_whole_stream_violation_has_no_event_index() -> None:
     result = check_cassette(replay.Cassette([responses.stream(TEXT, failure="cut")]), "c")
     (finding,) = result.findings
-    assert str(finding).startswith("c #0 event - stream.truncated: the stream ended with ")
+    assert str(finding).startswith("c #0 event - stream.truncated: error: the stream ended with ")
 
 
 def test_a_body_that_cannot_be_decoded_is_one_finding() -> None:
@@ -116,27 +173,43 @@ def test_a_body_that_cannot_be_decoded_is_one_finding() -> None:
         replay.Cassette([Interaction(Request(method="GET", url="u"), response)])
     )
     (finding,) = result.findings
-    assert finding.violation.rule == UNDECODABLE
+    assert (finding.rule, finding.severity) == (UNDECODABLE, "error")
     assert finding.cassette == "<cassette>"
 
 
 def test_a_finding_stays_on_one_line() -> None:
-    finding = Finding("c", 0, Violation("stream.utf8", "two\nlines", 3))
-    assert str(finding) == "c #0 event 3 stream.utf8: two lines"
+    finding = Finding("c", 0, [Violation("stream.utf8", "two\nlines", 3)])
+    assert str(finding) == "c #0 event 3 stream.utf8: error: two lines"
 
 
-def test_the_summary_counts_violations_and_broken_streams() -> None:
+def test_a_finding_has_at_least_one_occurrence() -> None:
+    with pytest.raises(ValueError, match="violations"):
+        Finding("c", 0, [])
+
+
+def test_the_summary_counts_findings_streams_and_severities() -> None:
     cut = responses.stream(TEXT, failure="cut")
-    broken = with_chunk_dropped(responses.stream(TEXT), 5)  # 4 violations
+    broken = with_chunk_dropped(responses.stream(TEXT), 5)  # 2 rules, 4 violations
     result = check_cassette(replay.Cassette([cut, broken, chat.stream(TEXT)]), "c")
-    assert result.summary() == "checked 3 streams in 1 cassette: 5 violations in 2 streams"
+    assert result.summary() == (
+        "checked 3 streams in 1 cassette: 3 findings in 2 streams (2 errors, 1 warning)"
+    )
     assert result.report().splitlines()[-1] == result.summary()
     assert not result.ok
 
 
+def test_notes_alone_leave_the_result_ok() -> None:
+    body = chat.stream(TEXT, include_usage=True).response.body
+    body = body.replace(b'"total_tokens":', b'"total_tokens":1', 1)
+    result = check_cassette(replay.Cassette([with_body(chat.stream(TEXT), body)]), "c")
+    assert [(f.rule, f.severity) for f in result.findings] == [("chat.usage-total", "note")]
+    assert result.ok
+    assert result.summary() == "checked 1 stream in 1 cassette: 1 finding in 1 stream (1 note)"
+
+
 def test_results_add_up() -> None:
-    one = CheckResult(1, 2, [Finding("a", 0, Violation("r", "m"))])
-    assert one + CheckResult(2, 3) == CheckResult(3, 5, one.findings)
+    one = CheckResult(1, 2, [Finding("a", 0, [Violation("r", "m")])], [Unreadable("b", "x")])
+    assert one + CheckResult(2, 3) == CheckResult(3, 5, one.findings, one.unreadable)
 
 
 def test_check_files_names_each_cassette_as_given(tmp_path: Path) -> None:
@@ -147,13 +220,27 @@ def test_check_files_names_each_cassette_as_given(tmp_path: Path) -> None:
     assert [(f.cassette, f.interaction) for f in result.findings] == [(str(bad), 1)]
 
 
-def test_check_files_loads_every_cassette_before_checking(tmp_path: Path) -> None:
+def test_check_files_goes_on_past_unreadable_cassettes(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.msgpack"
+    corrupt = tmp_path / "corrupt.msgpack"
+    corrupt.write_bytes(b"\x85garbage")
+    bad = save(tmp_path / "bad.msgpack", anthropic.stream(TEXT, failure="cut"))
+    result = check_files([missing, corrupt, bad])
+    assert [u.cassette for u in result.unreadable] == [str(missing), str(corrupt)]
+    assert [f.cassette for f in result.findings] == [str(bad)]
+    assert (result.cassettes, result.streams, result.ok) == (3, 1, False)
+    assert str(result.unreadable[0]) == f"{missing}: cannot read: No such file or directory"
+    assert str(result.unreadable[1]).startswith(f"{corrupt}: cannot read: the file ends too")
+    assert result.summary().endswith("; 2 cassettes could not be read")
+
+
+def test_an_unreadable_cassette_alone_fails_the_check(tmp_path: Path) -> None:
     good = save(tmp_path / "good.msgpack", responses.stream(TEXT))
-    with pytest.raises(FileNotFoundError):
-        check_files([good, tmp_path / "missing.msgpack"])
-    (tmp_path / "broken.msgpack").write_bytes(b"\x85garbage")
-    with pytest.raises(replay.CassetteFormatError):
-        check_files([good, tmp_path / "broken.msgpack"])
+    result = check_files([good, tmp_path / "missing.msgpack"])
+    assert not result.ok
+    assert result.summary() == (
+        "checked 1 stream in 2 cassettes: no violations; 1 cassette could not be read"
+    )
 
 
 # --- the command --------------------------------------------------------------------------
@@ -167,28 +254,45 @@ def test_the_command_exits_0_when_every_stream_is_valid(tmp_path: Path) -> None:
     assert result.stdout == "checked 2 streams in 2 cassettes: no violations\n"
 
 
-def test_the_command_prints_each_violation_and_exits_1(tmp_path: Path) -> None:
+def test_the_command_prints_each_finding_and_exits_1(tmp_path: Path) -> None:
     good = save(tmp_path / "good.msgpack", anthropic.stream(TEXT))
     bad = save(tmp_path / "bad.msgpack", with_chunk_dropped(responses.stream(TEXT), 5))
     result = run_replay("check", str(good), str(bad))
-    assert result.returncode == 1
+    assert (result.returncode, result.stderr) == (1, "")
     lines = result.stdout.splitlines()
-    assert lines[0] == f"{bad} #0 event 5 responses.sequence-number: sequence_number 6, expected 5"
-    assert all(line.startswith(f"{bad} #0 event ") for line in lines[:-1])
-    assert lines[-1] == "checked 2 streams in 2 cassettes: 4 violations in 1 stream"
+    assert lines[0] == (
+        f"{bad} #0 event 5 responses.sequence-number: warning: sequence_number 6, expected 5"
+    )
+    assert lines[1].startswith(f"{bad} #0 event 13 responses.delta-mismatch: error: ")
+    assert lines[1].endswith(" (3 times)")
+    assert lines[2:] == [
+        "checked 2 streams in 2 cassettes: 2 findings in 1 stream (1 error, 1 warning)"
+    ]
+
+
+def test_the_command_lists_every_occurrence_with_verbose(tmp_path: Path) -> None:
+    bad = save(tmp_path / "bad.msgpack", with_chunk_dropped(responses.stream(TEXT), 5))
+    quiet = run_replay("check", str(bad)).stdout.splitlines()
+    loud = run_replay("check", "--verbose", str(bad)).stdout.splitlines()
+    assert loud[:2] == quiet[:2]
+    assert [line.split(":")[0] for line in loud[2:5]] == [
+        "    event 13",
+        "    event 14",
+        "    event 15",
+    ]
+    assert loud[5:] == quiet[2:]
 
 
 @pytest.mark.parametrize("damage", ["missing", "corrupt"])
-def test_the_command_reports_an_unreadable_cassette_in_one_line(
+def test_the_command_reports_each_unreadable_cassette_in_one_line_and_goes_on(
     tmp_path: Path, damage: str
 ) -> None:
     good = save(tmp_path / "good.msgpack", responses.stream(TEXT))
     path = tmp_path / "other.msgpack"
     if damage == "corrupt":
         path.write_bytes(b"\x85garbage")
-    result = run_replay("check", str(good), str(path))
-    assert result.returncode == 1
-    assert result.stdout == ""
-    (line,) = result.stderr.splitlines()
-    assert line.startswith("replay: error: ")
-    assert str(path) in line
+    result = run_replay("check", str(path), str(good))
+    assert (result.returncode, result.stderr) == (1, "")
+    unreadable, summary = result.stdout.splitlines()
+    assert unreadable.startswith(f"{path}: cannot read: ")
+    assert summary == "checked 1 stream in 2 cassettes: no violations; 1 cassette could not be read"

@@ -16,11 +16,13 @@ import openai
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from openai.lib.streaming.chat import ChatCompletionStreamState
 
 import replay
 from replay import _streams
 from replay.dialects import (
     RULES,
+    SEVERITIES,
     ToolCall,
     Violation,
     anthropic,
@@ -204,6 +206,17 @@ def r_sequence(events: list[Ev]) -> list[Ev]:
     return events
 
 
+def r_sequence_dropped(events: list[Ev]) -> list[Ev]:
+    del events[5].data["sequence_number"]
+    return events
+
+
+def r_sequence_late(events: list[Ev]) -> list[Ev]:
+    # Unnumbered at first, numbered later: not a stream from before the field existed.
+    del events[0].data["sequence_number"]
+    return events
+
+
 def r_terminal_missing(events: list[Ev]) -> list[Ev]:
     return events[:-1]
 
@@ -274,6 +287,24 @@ def r_final_output(events: list[Ev]) -> list[Ev]:
     return events
 
 
+def reasoning_items(events: list[Ev]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The reasoning item as its output_item.done gives it, and as the final output does."""
+    done = next(
+        ev.data["item"]
+        for ev in events
+        if of_type("response.output_item.done")(ev) and ev.data["item"]["type"] == "reasoning"
+    )
+    final = next(item for item in events[-1].data["response"]["output"] if item is not done)
+    return done, final
+
+
+def r_final_output_opaque_dropped(events: list[Ev]) -> list[Ev]:
+    # Opaque values may differ; an opaque field that vanishes from the final output may not.
+    done, _ = reasoning_items(events)
+    done["encrypted_content"] = "gAAAAABo-one"
+    return events
+
+
 # Chat Completions ----------------------------------------------------------------------
 
 
@@ -327,6 +358,14 @@ def c_role(events: list[Ev]) -> list[Ev]:
     return events
 
 
+def c_role_every_delta(events: list[Ev]) -> list[Ev]:
+    # As OpenRouter and others send it; the openai SDK joins it into "assistantassistant…".
+    for ev in events[1:]:
+        if ev.data != "[DONE]" and ev.data["choices"]:
+            ev.data["choices"][0]["delta"]["role"] = "assistant"
+    return events
+
+
 def c_role_missing(events: list[Ev]) -> list[Ev]:
     del events[0].data["choices"][0]["delta"]["role"]
     return events
@@ -343,6 +382,11 @@ def c_finish_missing(events: list[Ev]) -> list[Ev]:
     return events
 
 
+def c_finish_twice(events: list[Ev]) -> list[Ev]:
+    finish = where(events, lambda ev: ev.data != "[DONE]" and ev.data["choices"][:1] != [])[-1]
+    return [*events[: finish + 1], copy.deepcopy(events[finish]), *events[finish + 1 :]]
+
+
 def c_tool_start(events: list[Ev]) -> list[Ev]:
     del events[tool_chunks(events, 0)[0]].data["choices"][0]["delta"]["tool_calls"][0]["id"]
     return events
@@ -350,6 +394,18 @@ def c_tool_start(events: list[Ev]) -> list[Ev]:
 
 def c_tool_json(events: list[Ev]) -> list[Ev]:
     return without(events, tool_chunks(events, 1)[-1])
+
+
+def c_tool_index(events: list[Ev]) -> list[Ev]:
+    # The second call's fragments without `index`: the openai SDK's accumulator crashes.
+    for index in tool_chunks(events, 1):
+        del events[index].data["choices"][0]["delta"]["tool_calls"][0]["index"]
+    return events
+
+
+def c_usage_missing(events: list[Ev]) -> list[Ev]:
+    # The chunks say "usage": null (include_usage was asked), but the usage chunk is gone.
+    return without(events, len(events) - 2)
 
 
 def c_usage_last(events: list[Ev]) -> list[Ev]:
@@ -436,6 +492,8 @@ CORRUPTIONS = [
     ("responses", r_event_type, "responses.event-type"),
     ("responses", r_first_created, "responses.first-event-created"),
     ("responses", r_sequence, "responses.sequence-number"),
+    ("responses", r_sequence_dropped, "responses.sequence-number"),
+    ("responses", r_sequence_late, "responses.sequence-number"),
     ("responses", r_terminal_missing, "responses.terminal-event"),
     ("responses", r_terminal_twice, "responses.terminal-event"),
     ("responses", r_response_id, "responses.response-id"),
@@ -448,6 +506,7 @@ CORRUPTIONS = [
     ("responses", r_delta_mismatch, "responses.delta-mismatch"),
     ("responses", r_arguments_json, "responses.arguments-json"),
     ("responses", r_final_output, "responses.final-output"),
+    ("responses", r_final_output_opaque_dropped, "responses.final-output"),
     ("chat", c_json, "chat.json"),
     ("chat", c_done_missing, "chat.done-last"),
     ("chat", c_done_twice, "chat.done-last"),
@@ -455,11 +514,15 @@ CORRUPTIONS = [
     ("chat", c_id, "chat.id-constant"),
     ("chat", c_model, "chat.model-constant"),
     ("chat", c_role, "chat.role-first"),
+    ("chat", c_role_every_delta, "chat.role-first"),
     ("chat", c_role_missing, "chat.role-first"),
     ("chat", c_finish, "chat.finish-reason"),
+    ("chat", c_finish_twice, "chat.finish-reason"),
     ("chat", c_finish_missing, "chat.finish-reason"),
     ("chat", c_tool_start, "chat.tool-call-start"),
     ("chat", c_tool_json, "chat.tool-arguments-json"),
+    ("chat", c_tool_index, "chat.tool-call-index"),
+    ("chat", c_usage_missing, "chat.usage-missing"),
     ("chat", c_usage_last, "chat.usage-last"),
     ("chat", c_usage_total, "chat.usage-total"),
     ("anthropic", a_json, "anthropic.json"),
@@ -531,6 +594,116 @@ def test_the_utf8_violation_names_the_event_holding_the_bad_byte() -> None:
     utf8 = [v for v in validate(body) if v.rule == "stream.utf8"]
     index = next(i for i, e in enumerate(parse(body)) if "Hell" in e.data)
     assert [v.index for v in utf8] == [index]
+
+
+# --- validate: what real providers document passes ----------------------------------------
+
+
+def v_azure_filter_preamble(events: list[Ev]) -> list[Ev]:
+    # Azure OpenAI: the prompt's content-filter results first, with empty choices, id and
+    # model; then each choice carries its own content_filter_results.
+    for ev in events:
+        if ev.data != "[DONE]":
+            for choice in ev.data["choices"]:
+                choice["content_filter_results"] = {"hate": {"filtered": False}}
+    results = [{"prompt_index": 0, "content_filter_results": {"hate": {"filtered": False}}}]
+    preamble = {"choices": [], "created": 0, "id": "", "model": "", "object": ""}
+    return [Ev("message", {**preamble, "prompt_filter_results": results}), *events]
+
+
+def v_usage_on_the_finish_chunk(events: list[Ev]) -> list[Ev]:
+    # DeepSeek: with include_usage, the usage rides on the chunk with the finish_reason.
+    usage = events[-2].data["usage"]
+    events = without(events, len(events) - 2)
+    events[-2].data["usage"] = usage
+    return events
+
+
+def v_error_chunk_with_choices(events: list[Ev]) -> list[Ev]:
+    # OpenRouter: the in-band error chunk still carries choice 0 and usage, and [DONE] follows.
+    error = copy.deepcopy(events[2])
+    error.data["error"] = {"code": 400, "message": "Token limit reached"}
+    error.data["choices"][0]["delta"] = {"content": ""}
+    error.data["usage"] = events[-2].data["usage"]
+    return [*events[:3], error, events[-1]]
+
+
+def v_unnumbered(events: list[Ev]) -> list[Ev]:
+    # Responses streams recorded before the API sent sequence_number (March 2025).
+    for ev in events:
+        del ev.data["sequence_number"]
+    return events
+
+
+def v_reencrypted_reasoning(events: list[Ev]) -> list[Ev]:
+    # The reasoning item's opaque encrypted_content is re-encrypted for the final output.
+    done, final = reasoning_items(events)
+    done["encrypted_content"], final["encrypted_content"] = "gAAAAABo-one", "gAAAAABo-two"
+    return events
+
+
+VARIANTS = [
+    ("chat", v_azure_filter_preamble),
+    ("chat", v_usage_on_the_finish_chunk),
+    ("chat", v_error_chunk_with_choices),
+    ("responses", v_unnumbered),
+    ("responses", v_reencrypted_reasoning),
+]
+
+
+@pytest.mark.parametrize(("dialect", "vary"), VARIANTS, ids=[vary.__name__ for _, vary in VARIANTS])
+def test_a_documented_provider_variant_passes(
+    dialect: str, vary: Callable[[list[Ev]], list[Ev]]
+) -> None:
+    body = implode(vary(explode(BUILDERS[dialect]())))
+    assert detect(body) == dialect
+    assert validate(body) == []
+
+
+def test_a_provider_variant_hides_no_real_deviation() -> None:
+    azure = c_id(v_azure_filter_preamble(explode(full_chat())))
+    assert rules(implode(azure)) == {"chat.id-constant"}
+    reencrypted = r_final_output(v_reencrypted_reasoning(explode(full_responses())))
+    assert rules(implode(reencrypted)) == {"responses.final-output"}
+
+
+def test_every_rule_has_a_severity() -> None:
+    assert set(SEVERITIES) == set(RULES)
+    assert set(SEVERITIES.values()) == {"error", "warning", "note"}
+
+
+def test_a_violation_carries_its_rule_s_severity() -> None:
+    body = implode(c_role_every_delta(explode(full_chat())))
+    assert {(v.rule, v.severity) for v in validate(body)} == {("chat.role-first", "error")}
+    assert Violation("chat.usage-total", "m").severity == "note"
+    assert Violation("stream.encoding", "m").severity == "error"  # not a dialect rule
+
+
+def sdk_accumulates(stream_body: bytes) -> ChatCompletionStreamState:
+    """What the openai SDK's own accumulator makes of a Chat Completions stream."""
+    interaction = full_chat()
+    response = attrs.evolve(interaction.response, chunks=[Chunk(0.1, stream_body)])
+    client = openai.OpenAI(
+        api_key="x",
+        base_url="https://api.openai.com/v1",
+        http_client=http_client(attrs.evolve(interaction, response=response)),
+    )
+    state = ChatCompletionStreamState()
+    for chunk in client.chat.completions.create(**body(interaction)):
+        state.handle_chunk(chunk)
+    return state
+
+
+def test_a_role_in_every_delta_is_an_error_because_the_sdk_joins_it() -> None:
+    state = sdk_accumulates(implode(c_role_every_delta(explode(full_chat()))))
+    assert state.current_completion_snapshot.choices[0].message.role.startswith("assistantas")
+    assert SEVERITIES["chat.role-first"] == "error"
+
+
+def test_a_tool_call_without_index_is_an_error_because_the_sdk_crashes() -> None:
+    with pytest.raises(RuntimeError, match="`index`"):
+        sdk_accumulates(implode(c_tool_index(explode(full_chat()))))
+    assert SEVERITIES["chat.tool-call-index"] == "error"
 
 
 # --- synthetic streams: every option combination validates ------------------------------

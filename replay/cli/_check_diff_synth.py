@@ -26,11 +26,20 @@ def _add_check(verbs: Verbs) -> None:
         "Validate each stream in each CASSETTE (responses that are text/event-stream or "
         "speak a known dialect) against the rules of its dialect: OpenAI Responses, Chat "
         "Completions, Anthropic Messages, and those of any stream (UTF-8, not truncated). "
-        "Prints one line per violation, PATH #INTERACTION event INDEX RULE: message, then a "
-        "summary. Exit status: 0 when every stream is valid, 1 otherwise.",
+        "What providers document (an Azure content-filter preamble, re-encrypted reasoning, "
+        "streams older than sequence_number) breaks no rule. Prints one line per rule a "
+        "stream breaks, PATH #INTERACTION event INDEX RULE: SEVERITY: message (N times), "
+        "naming its first occurrence (--verbose lists them all); error: the official SDK "
+        "fails or mis-assembles the stream; warning: it breaks the dialect's contract; note: "
+        "bookkeeping such as token totals. A cassette that cannot be read is one line, PATH: "
+        "cannot read: why, and the others are still checked. Then a summary. Exit status: 0 "
+        "when every cassette was read and nothing worse than a note was found, 1 otherwise.",
         "replay check cassettes/*.msgpack",
     )
     check.add_argument("cassettes", type=Path, nargs="+", metavar="CASSETTE")
+    check.add_argument(
+        "-v", "--verbose", action="store_true", help="list every occurrence of each finding"
+    )
 
 
 def _add_diff(verbs: Verbs) -> None:
@@ -94,7 +103,7 @@ def _check(args: argparse.Namespace) -> int:
     from replay.check import check_files
 
     result = check_files(args.cassettes)
-    sys.stdout.buffer.write(result.report().encode("utf-8"))
+    sys.stdout.buffer.write(result.report(verbose=args.verbose).encode("utf-8"))
     sys.stdout.flush()
     return 0 if result.ok else 1
 

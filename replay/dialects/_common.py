@@ -25,6 +25,7 @@ from typing import Protocol, TypeAlias
 import attrs
 
 from replay._decoding import decoded_chunks
+from replay.dialects._rules import Severity, severity_of
 from replay.errors import ConfigurationError
 from replay.model import Chunk, Interaction, Request, Response, StreamEnd
 from replay.sse import parse
@@ -78,11 +79,19 @@ StreamLike: TypeAlias = bytes | Interaction | Response | Sequence[EventLike]
 
 @attrs.frozen
 class Violation:
-    """One broken rule: its stable name, what was wrong, and at which event (0-based)."""
+    """One broken rule: its stable name, what was wrong, and at which event (0-based).
+
+    `severity` is the rule's (see `replay.dialects.SEVERITIES`) unless given.
+    """
 
     rule: str
     message: str
     index: int | None = None
+    severity: Severity = attrs.field(kw_only=True)
+
+    @severity.default
+    def _severity_of_rule(self) -> Severity:
+        return severity_of(self.rule)
 
 
 def _copy(arguments: Mapping[str, object]) -> dict[str, object]:

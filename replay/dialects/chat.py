@@ -4,7 +4,15 @@ and builder.
 Chunks carry no `event:` name; each choice is followed by its `index` through the deltas
 (role first, content or tool-call fragments, one `finish_reason`), an optional usage chunk
 with no choices comes last, and `data: [DONE]` ends the stream. An error mid-stream is a
-chunk `{"error": {...}}` that ends it (no `[DONE]` follows).
+chunk `{"error": {...}}` that ends it (no `[DONE]` follows; OpenRouter's error chunk also
+carries choices, and a `[DONE]`).
+
+What real providers do beyond that: Azure OpenAI opens with the prompt's content-filter
+results, a chunk with empty `choices`, `id` and `model` (documented, and read correctly by
+the SDK: not checked); chunks that carry `"usage": null` were asked for usage
+(`stream_options.include_usage`), so the final usage chunk must come; some providers repeat
+the role in every delta, or leave out a tool call's `index` (the SDK concatenates the
+roles, and crashes on the missing index: errors).
 """
 
 from __future__ import annotations
@@ -66,6 +74,8 @@ class _Walker:
         self.first: Mapping[str, object] | None = None
         self.done_at: int | None = None
         self.error_at: int | None = None
+        self.usage_asked = False  # a chunk carried "usage": null
+        self.usage_given = False
 
     def walk(self, events: Sequence[EventLike], truncated: bool) -> None:
         for index, event in enumerate(events):
@@ -79,7 +89,7 @@ class _Walker:
             chunk = payload(event, index, self.report)
             if chunk is None:
                 continue
-            if "error" in chunk and "choices" not in chunk:
+            if chunk.get("error"):  # the SDK raises on it, whatever else it carries
                 self.error_at = index
                 continue
             self.chunk(index, chunk)
@@ -90,8 +100,13 @@ class _Walker:
         for number, choice in self.choices.items():
             if not choice.finished:
                 self.report.add("finish-reason", f"choice {number!r} has no finish_reason")
+        if self.usage_asked and not self.usage_given:
+            message = 'the chunks carry "usage": null (include_usage), but no usage chunk follows'
+            self.report.add("usage-missing", message)
 
     def chunk(self, index: int, chunk: Mapping[str, object]) -> None:
+        if _is_filter_preamble(chunk):
+            return
         if self.first is None:
             self.first = chunk
         for field in ("id", "model"):
@@ -99,7 +114,9 @@ class _Walker:
                 found, first = chunk.get(field), self.first.get(field)
                 self.report.add(f"{field}-constant", f"{field} {found!r}, was {first!r}", index)
         usage = chunk.get("usage")
+        self.usage_asked = self.usage_asked or ("usage" in chunk and usage is None)
         if isinstance(usage, Mapping):
+            self.usage_given = True
             if index != self.last_chunk:
                 self.report.add("usage-last", "usage on a chunk that is not the last", index)
             if not adds_up(usage, "prompt_tokens", "completion_tokens", "total_tokens"):
@@ -115,8 +132,10 @@ class _Walker:
         delta = choice.get("delta")
         delta = delta if isinstance(delta, Mapping) else {}
         if state.finished:
-            self.report.add("finish-reason", f"choice {number!r} goes on after finishing", index)
-        has_role = delta.get("role") is not None
+            again = choice.get("finish_reason")
+            what = "goes on after finishing" if again is None else f"finishes again ({again!r})"
+            self.report.add("finish-reason", f"choice {number!r} {what}", index)
+        has_role = bool(delta.get("role"))  # "" adds nothing to the role the SDK joins
         if has_role != (state.deltas == 0):
             where = "a later delta" if has_role else "its first delta"
             self.report.add("role-first", f"choice {number!r} has its role in {where}", index)
@@ -139,12 +158,30 @@ class _Walker:
         function = call.get("function")
         function = function if isinstance(function, Mapping) else {}
         tool = call.get("index")
+        if not isinstance(tool, int) or isinstance(tool, bool):
+            message = f"choice {number!r} has a tool-call fragment without an index"
+            self.report.add("tool-call-index", message, index)
+            # A fragment with an id starts a call; one without goes on with the last.
+            tool = call.get("id") or next(reversed(state.tools), None)
         if tool not in state.tools:
             if not (call.get("id") and function.get("name")):
                 message = f"choice {number!r} tool call {tool!r} starts without id and name"
                 self.report.add("tool-call-start", message, index)
             state.tools[tool] = []
         state.tools[tool].append(str(function.get("arguments") or ""))
+
+
+def _is_filter_preamble(chunk: Mapping[str, object]) -> bool:
+    """Whether `chunk` is Azure OpenAI's prompt content-filter results before the stream.
+
+    It has no choices, an empty `id` and `model`, and no usage.
+    """
+    return (
+        chunk.get("choices") == []
+        and not chunk.get("id")
+        and not chunk.get("model")
+        and chunk.get("usage") is None
+    )
 
 
 def check(events: Sequence[EventLike], *, truncated: bool = False) -> list[Violation]:

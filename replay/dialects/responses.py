@@ -5,6 +5,11 @@ The validator walks the events as the SDK's stream state does: output items keye
 closed by its `done`; deltas accumulate into the part (or the function call) they name,
 and every `done` is compared with what the deltas built. The builder's JSON shapes live in
 `_responses_shapes`.
+
+What real streams do beyond that: those recorded before the API sent `sequence_number`
+(spring 2025) carry none at all, which is fine, while a stream that numbers its events must
+number every one; a reasoning item's `encrypted_content` is opaque and re-encrypted between
+its `output_item.done` and the terminal response, so only its presence is compared.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ _TEXTS = {
     "response.reasoning_text": ("reasoning_text", "text"),
     "response.refusal": ("refusal", "refusal"),
 }
+# Item fields whose value is opaque and may change between the done item and the final output.
+_OPAQUE = ("encrypted_content",)
 
 
 # --- validation -------------------------------------------------------------------------
@@ -84,6 +91,7 @@ class _Walker:
         self.items: dict[object, _Item] = {}
         self.finished: dict[object, object] = {}  # output_index -> the item its done gave
         self.next_sequence = 0
+        self.numbered: bool | None = None  # whether the stream numbers its events at all
         self.response_id: object = None
         self.terminal: int | None = None
 
@@ -122,16 +130,23 @@ class _Walker:
             add("first-event-created", f"the first event is {kind!r}, not response.created", 0)
         if event.event != kind:
             add("event-type", f"event name {event.event!r} differs from type {kind!r}", index)
-        number = payload.get("sequence_number")
-        if number != self.next_sequence:
-            add(
-                "sequence-number",
-                f"sequence_number {number!r}, expected {self.next_sequence}",
-                index,
-            )
-        self.next_sequence = (number if isinstance(number, int) else self.next_sequence) + 1
+        self.sequence(index, payload)
         if self.terminal is not None and self.terminal == index - 1:
             add("terminal-event", f"{kind!r} follows the terminal event", index)
+
+    def sequence(self, index: int, payload: Mapping[str, object]) -> None:
+        number = payload.get("sequence_number")
+        if self.numbered is None:  # the first event says whether the stream numbers them
+            self.numbered = "sequence_number" in payload
+        if not self.numbered:
+            if "sequence_number" in payload:
+                message = f"sequence_number {number!r}, but the first event had none"
+                self.report.add("sequence-number", message, index)
+            return
+        if number != self.next_sequence:
+            message = f"sequence_number {number!r}, expected {self.next_sequence}"
+            self.report.add("sequence-number", message, index)
+        self.next_sequence = (number if isinstance(number, int) else self.next_sequence) + 1
 
     def lifecycle(self, index: int, payload: Mapping[str, object], kind: str) -> None:
         response = payload.get("response")
@@ -171,7 +186,7 @@ class _Walker:
             return  # the SDK rebuilds an empty output from the done items
         for output_index, item in self.finished.items():
             at = output_index if isinstance(output_index, int) else -1
-            if not 0 <= at < len(output) or output[at] != item:
+            if not 0 <= at < len(output) or _comparable(output[at]) != _comparable(item):
                 self.report.add(
                     "final-output", f"output {output_index} differs from its done item", index
                 )
@@ -278,6 +293,13 @@ class _Walker:
     def find_part(self, payload: Mapping[str, object]) -> _Part | None:
         item = self.items.get(payload.get("output_index"))
         return None if item is None else item.parts.get(payload.get("content_index"))
+
+
+def _comparable(item: object) -> object:
+    """`item` with each opaque field's value reduced to its presence."""
+    if not isinstance(item, Mapping):
+        return item
+    return {key: "<opaque>" if key in _OPAQUE else value for key, value in item.items()}
 
 
 def _nth(items: object, index: object) -> Mapping[str, object]:

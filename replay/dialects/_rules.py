@@ -1,0 +1,127 @@
+"""Every rule the dialect validators check: its stable name, what it requires, how much a
+break matters.
+
+The severity says what a client suffers when a stream breaks the rule:
+
+- `error`: the client breaks. The official SDK raises, or assembles something the stream
+  did not say (the openai SDK concatenates a role repeated in every delta into
+  "assistantassistant"; a tool-call fragment without `index` crashes its accumulator), or
+  the bytes themselves are cut or undecodable. A provider quirk is no excuse.
+- `warning`: the stream breaks its dialect's contract, yet the official SDK assembles what
+  it says; a stricter client (or a test asserting on the contract) may not.
+- `note`: bookkeeping no client assembles is inconsistent (token counts that do not add up).
+
+Documented provider behaviour is not a rule broken: the validators accept it (an Azure
+content-filter preamble chunk, re-encrypted reasoning, streams recorded before a field
+existed), so it is never reported at all.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+__all__ = ["RULES", "SEVERITIES", "Severity", "severity_of"]
+
+Severity = Literal["error", "warning", "note"]
+
+_RULES: dict[str, tuple[Severity, str]] = {
+    "stream.utf8": ("error", "the body is valid UTF-8"),
+    "stream.truncated": (
+        "error",
+        "the body ends after a complete event, without a transport error",
+    ),
+    "responses.json": ("error", "every event's data is a JSON object"),
+    "responses.event-type": ("warning", "the `event:` name equals data.type"),
+    "responses.first-event-created": ("error", "the first event is response.created"),
+    "responses.sequence-number": (
+        "warning",
+        "sequence_number counts from 0 up by exactly 1 (streams recorded before the API "
+        "sent it carry none at all)",
+    ),
+    "responses.terminal-event": (
+        "error",
+        "exactly one terminal event (completed, failed, incomplete, error), and it is last",
+    ),
+    "responses.response-id": ("warning", "every lifecycle event carries the same response id"),
+    "responses.status": ("warning", "a terminal event's response has the status its name says"),
+    "responses.usage-total": ("note", "usage total_tokens = input_tokens + output_tokens"),
+    "responses.item-order": (
+        "error",
+        "output items are added in index order, once, and done once; content parts belong "
+        "to an open item",
+    ),
+    "responses.unclosed": (
+        "warning",
+        "every output_item.added and content_part.added gets its done (not required before "
+        "response.failed or error)",
+    ),
+    "responses.delta-outside": (
+        "error",
+        "text, reasoning and argument deltas (and their done) come inside an open part or "
+        "function call of the right type",
+    ),
+    "responses.delta-mismatch": (
+        "error",
+        "the joined deltas equal the done event, the done part and the done item",
+    ),
+    "responses.arguments-json": ("warning", "function-call arguments parse as JSON"),
+    "responses.final-output": (
+        "warning",
+        "the terminal response's output repeats the done items (opaque encrypted_content "
+        "may differ: it is re-encrypted)",
+    ),
+    "chat.json": ("error", "every data line is a JSON object, except [DONE]"),
+    "chat.done-last": (
+        "warning",
+        "exactly one [DONE], and it is last (not required after an error)",
+    ),
+    "chat.error-last": ("warning", "an in-band error chunk ends the stream"),
+    "chat.id-constant": (
+        "warning",
+        "every chunk has the same id (an Azure content-filter preamble with empty id, model "
+        "and choices aside)",
+    ),
+    "chat.model-constant": ("warning", "every chunk has the same model (the preamble aside)"),
+    "chat.role-first": ("error", "each choice's role comes once, in its first delta"),
+    "chat.finish-reason": (
+        "warning",
+        "each choice gets exactly one finish_reason, and nothing after it",
+    ),
+    "chat.tool-call-start": ("error", "each tool call's first fragment carries its id and name"),
+    "chat.tool-call-index": ("error", "every tool-call fragment carries its integer index"),
+    "chat.tool-arguments-json": ("warning", "each tool call's argument fragments join to JSON"),
+    "chat.usage-last": ("warning", "with usage, only the final chunk carries it"),
+    "chat.usage-missing": (
+        "warning",
+        'chunks that carry "usage": null (stream_options.include_usage) are followed by a '
+        "final chunk with the usage",
+    ),
+    "chat.usage-total": ("note", "usage total_tokens = prompt_tokens + completion_tokens"),
+    "anthropic.json": ("error", "every event's data is a JSON object"),
+    "anthropic.event-type": ("error", "the `event:` name equals data.type"),
+    "anthropic.message-start-first": ("error", "message_start comes first, and only first"),
+    "anthropic.block-order": (
+        "error",
+        "content blocks start, delta and stop in index order, one open at a time",
+    ),
+    "anthropic.delta-type": ("error", "a delta's type fits its block's type"),
+    "anthropic.partial-json": ("warning", "a tool_use block's partial_json joins to JSON"),
+    "anthropic.signature": ("warning", "a thinking block has its signature"),
+    "anthropic.message-delta": (
+        "warning",
+        "one message_delta, with a stop_reason, before message_stop",
+    ),
+    "anthropic.message-stop-last": ("warning", "message_stop comes once, and last"),
+    "anthropic.error-last": ("warning", "an error event ends the stream"),
+}
+
+RULES: dict[str, str] = {name: text for name, (_, text) in _RULES.items()}
+"""Every rule `validate` checks, by name, with what it requires."""
+
+SEVERITIES: dict[str, Severity] = {name: severity for name, (severity, _) in _RULES.items()}
+"""How much breaking each rule matters (see the module's docstring for the scale)."""
+
+
+def severity_of(rule: str) -> Severity:
+    """The severity of `rule`; `error` for a rule not listed (a body that cannot be read)."""
+    return SEVERITIES.get(rule, "error")
