@@ -1,9 +1,11 @@
 """`replay check`: validate every stream of some cassettes against its dialect's rules.
 
-A stream is an interaction whose response is `text/event-stream`, or whose body a dialect
-recognises anyway (a server that sent the wrong content type). The rules a stream breaks
-(see `replay.dialects.validate`) become one `Finding` per rule, however often it is broken:
-its severity, its first occurrence and how many there are, on one stable line:
+A stream is an interaction whose response is SSE or NDJSON, decided as `replay show` decides
+it (`replay.framing`: the content type, else how the body starts). SSE streams are checked
+against their dialect; NDJSON streams (Ollama's) against the framing's own rules. The rules
+a stream breaks (see `replay.dialects.validate`) become one `Finding` per rule, however
+often it is broken: its severity, its first occurrence and how many there are, on one
+stable line:
 
     PATH #INTERACTION event INDEX RULE: SEVERITY: message (N times)
 
@@ -15,13 +17,16 @@ Content-Encoding) is one finding, `stream.encoding`. A file that cannot be read 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
 import attrs
 
+from replay import framing
+from replay._decoding import decoded_chunks
 from replay.cassette import Cassette
-from replay.dialects import Severity, Violation, detect, validate
+from replay.dialects import Severity, Violation, validate
 from replay.errors import CassetteFormatError, ReplayError
 from replay.model import Response
 
@@ -41,17 +46,31 @@ UNDECODABLE = "stream.encoding"
 
 
 def is_stream(response: Response) -> bool:
-    """Whether `response` is an event stream: by its content type, or by what it says.
+    """Whether `response` is a stream (SSE or NDJSON), as `replay show` decides it too: by
+    its content type, else by how its body starts (see `replay.framing.detect`)."""
+    return framing.is_stream(response)
 
-    A body that cannot be decoded counts as a stream when its content type says so.
-    """
-    content_type = response.header("content-type") or ""
-    if content_type.split(";")[0].strip().lower() == "text/event-stream":
-        return True
-    try:
-        return bool(response.chunks) and detect(response) is not None
-    except ValueError:  # an undecodable body that does not claim to be a stream
-        return False
+
+def _ndjson_violations(response: Response) -> list[Violation]:
+    """The rules an NDJSON stream breaks: each line a JSON object; a whole last line; an
+    end without an error. (No dialect rules: those read server-sent events.)"""
+    violations = []
+    for index, event in enumerate(framing.events(response, "ndjson")):
+        try:
+            parsed = json.loads(event.data)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            violations.append(Violation("ndjson.json", "the line is not a JSON object", index))
+    body = b"".join(data for _, data in decoded_chunks(response))
+    end = response.end
+    if end.error is not None or (end.truncated and not body.endswith(b"\n")):
+        why = f"{end.error}: {end.message}" if end.error else f"the {end.stopped_by} stopping it"
+        violations.append(Violation("stream.truncated", f"the stream ended with {why}", None))
+    elif body and not body.endswith(b"\n"):
+        message = "the stream ends inside a line (no newline after its last object)"
+        violations.append(Violation("stream.truncated", message, None))
+    return violations
 
 
 def _violations(violations: Iterable[Violation]) -> tuple[Violation, ...]:
@@ -222,7 +241,10 @@ def check_cassette(cassette: Cassette, name: str | None = None) -> CheckResult:
             continue
         streams += 1
         try:
-            violations = validate(interaction)
+            if framing.detect(interaction.response) == "ndjson":
+                violations = _ndjson_violations(interaction.response)
+            else:
+                violations = validate(interaction)
         except (ValueError, ReplayError) as error:  # the body does not decode: nothing else
             violations = [Violation(UNDECODABLE, f"the body cannot be decoded: {error}")]
         findings += findings_of(name, index, violations)

@@ -16,6 +16,7 @@ from typing import BinaryIO
 
 import attrs
 
+from replay import framing
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
 from replay.engine import Data, End, Player, Stepper, step_sync
@@ -44,22 +45,26 @@ def table(cassette: Cassette) -> str:
     """One aligned line per interaction, under a header line; ends with a newline.
 
     Columns: index, method, status, chunks, body bytes (as recorded, still compressed if
-    the body was), time to first byte and duration in milliseconds, SSE events (0 when the
-    response is not `text/event-stream`; `?` when its body cannot be decoded), how the body
-    ended (`eof`, `truncated` or the error's class name), a digest of the whole interaction,
-    and the URL. Nothing depends on the run or the file name: the same cassette always gives
-    the same text.
+    the body was), time to first byte and duration in milliseconds, events (0 when the
+    response is not a stream, SSE or NDJSON, see `replay.framing.detect`; `?` when its body
+    cannot be decoded, and a note under the table says why), how the body ended (`eof`,
+    `truncated` or the error's class name), a digest of the whole interaction, and the URL.
+    Nothing depends on the run or the file name: the same cassette always gives the same
+    text.
     """
     lines = [_HEADER]
-    lines.extend(
-        _row(index, interaction) for index, interaction in enumerate(cassette.interactions)
-    )
+    notes: list[str] = []
+    for index, interaction in enumerate(cassette.interactions):
+        count, problem = _event_count(interaction.response)
+        lines.append(_row(index, interaction, count))
+        if problem is not None:
+            notes.append(f"#{index}: events ?: {_one_line(problem, 2 * DATA_WIDTH)}")
     if not cassette.interactions:
         lines.append("(no interactions)")
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *notes]) + "\n"
 
 
-def _row(index: int, interaction: Interaction) -> str:
+def _row(index: int, interaction: Interaction, events: str) -> str:
     request, response = interaction.request, interaction.response
     ttfb = "-" if response.ttfb is None else _ms(response.ttfb)
     return _ROW.format(
@@ -70,7 +75,7 @@ def _row(index: int, interaction: Interaction) -> str:
         len(response.body),
         ttfb,
         _ms(response.duration),
-        _event_count(response),
+        events,
         _end_name(response.end),
         _digest(interaction),
         request.url,
@@ -81,18 +86,15 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f}"
 
 
-def _is_event_stream(response: Response) -> bool:
-    content_type = response.header("content-type") or ""
-    return content_type.split(";")[0].strip().lower() == "text/event-stream"
-
-
-def _event_count(response: Response) -> str:
-    if not _is_event_stream(response):
-        return "0"
+def _event_count(response: Response) -> tuple[str, str | None]:
+    """The `events` column, and why it is `?` (a body that does not decode) or None."""
+    kind = framing.detect(response)
+    if kind is None:
+        return "0", None
     try:
-        return str(len(response.events()))
-    except ValueError:  # a body that does not decode (bad gzip, unknown content-encoding)
-        return "?"
+        return str(len(framing.events(response, kind))), None
+    except ValueError as error:  # damaged, unknown, missing its extra, past the limit
+        return "?", str(error)
 
 
 def _end_name(end: StreamEnd) -> str:
@@ -106,7 +108,7 @@ def _digest(interaction: Interaction) -> str:
 
 
 def events(cassette: Cassette) -> str:
-    """Each interaction's line, then its SSE events: time (s), event name, data on one line.
+    """Each interaction's line, then its events (SSE or NDJSON): time (s), name, data.
 
     Data longer than `DATA_WIDTH` characters is cut; line breaks and control characters are
     shown escaped (`\\n`). The last line of each interaction tells how and when it ended.
@@ -122,12 +124,13 @@ def events(cassette: Cassette) -> str:
 def _interaction_events(index: int, interaction: Interaction) -> list[str]:
     request, response = interaction.request, interaction.response
     lines = [f"#{index} {request.method} {request.url} -> {response.status}"]
-    if not _is_event_stream(response):
+    kind = framing.detect(response)
+    if kind is None:
         content_type = response.header("content-type") or "none"
         lines.append(f"  (not an event stream: content-type {content_type})")
     else:
         try:
-            timed = response.events()
+            timed = framing.events(response, kind)
         except ValueError as error:
             lines.append(f"  (the body cannot be decoded: {error})")
         else:
@@ -165,7 +168,7 @@ def raw(cassette: Cassette) -> str:
 
     Lines starting `>` are the request, `<` the response, `==` notes of replay's. Bodies are
     decoded as UTF-8 (bytes that are not are shown as `\\xNN`). A response body sent with
-    `Content-Encoding: gzip` or `deflate` is shown decompressed, and the note before it says
+    Content-Encoding (gzip, deflate, br, zstd) is shown decompressed, and the note before it says
     so; the cassette itself keeps the compressed bytes.
     """
     lines: list[str] = []

@@ -33,10 +33,10 @@ from typing import Literal
 
 import attrs
 
+from replay import framing
 from replay._diff_text import DATA_WIDTH as DATA_WIDTH
 from replay._diff_text import format_diff
 from replay.cassette import Cassette
-from replay.check import is_stream
 from replay.dialects.texts import stream_texts
 from replay.model import Interaction, Response, StreamEnd, TimedEvent
 
@@ -294,11 +294,13 @@ _KINDS: dict[str, Literal["changed", "removed", "added"]] = {
 
 
 def _events(response: Response) -> list[TimedEvent] | None:
-    """The events of a stream; None for a response that is not one, or does not decode."""
-    if not is_stream(response):
+    """The events of a stream (SSE or NDJSON); None for a response that is not one, or
+    does not decode."""
+    kind = framing.detect(response)
+    if kind is None:
         return None
     try:
-        return response.events()
+        return framing.events(response, kind)
     except ValueError:
         return None
 

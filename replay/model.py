@@ -3,7 +3,7 @@
 Every value is a frozen attrs class (or, for the chunk columns, an immutable sequence);
 times are seconds (floats) since the moment the request was sent. The stateful cassette
 (interactions plus play bookkeeping) lives in `replay.cassette`, the file in `replay.store`,
-content decoding (gzip, deflate) in `replay._decoding`.
+content decoding in `replay._decoding`, framings (SSE, NDJSON) in `replay.framing`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,9 @@ import itertools
 import math
 import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, overload
+from typing import Any, Protocol, overload
 
 import attrs
-
-if TYPE_CHECKING:
-    from replay.sse import Event
 
 __all__ = [
     "Chunk",
@@ -355,30 +352,28 @@ class Response:
     def decoded_chunks(self) -> list[tuple[float, bytes]]:
         """The body as (arrival time, bytes) pairs with its Content-Encoding undone.
 
+        gzip, deflate, br and zstd (br and zstd need the `brotli` / `zstd` extras).
+
         Raises:
-            ValueError: an unsupported encoding, or data that does not decode.
+            DecodingError: (a ValueError) an unsupported or damaged encoding, a missing
+                extra, or a body that decodes past `replay._decoding.MAX_DECODED_BYTES`.
         """
         from replay._decoding import decoded_chunks
 
         return list(decoded_chunks(self))
 
     def events(self) -> list[TimedEvent]:
-        """The body parsed as server-sent events, each with the arrival time of its last chunk.
+        """The body's events (SSE, or NDJSON lines), each at the arrival time of its last chunk.
 
-        A compressed body (Content-Encoding) is decoded first.
+        The framing is the one `replay.framing.detect` finds (by content type, then body);
+        a body of neither is read as SSE. A compressed body is decoded first.
+
+        Raises:
+            DecodingError: (a ValueError) the body cannot be decoded (see `decoded_chunks`).
         """
-        from replay.sse import SSEParser
+        from replay import framing
 
-        parser = SSEParser()
-        timed: list[TimedEvent] = []
-        for at, data in self.decoded_chunks():
-            timed.extend(_timed(at, event) for event in parser.feed(data))
-        timed.extend(_timed(self.end.at, event) for event in parser.close())
-        return timed
-
-
-def _timed(at: float, event: Event) -> TimedEvent:
-    return TimedEvent(at=at, event=event.event, data=event.data, id=event.id, retry=event.retry)
+        return framing.events(self)
 
 
 @attrs.frozen

@@ -9,10 +9,13 @@
 
 Times are seconds since the request was sent, as recorded. The functions take a `Response`
 or an `Interaction`; a fault's `apply(response)` gives the timing a client sees under it.
+Events are those of the stream's framing (SSE, or NDJSON lines: `replay.framing`).
 "Token" events are the text deltas of the stream's dialect (`replay.dialects.detect`):
 `response.output_text.delta` (Responses API), a chunk with `choices[].delta.content` (Chat
-Completions), a `content_block_delta` of type `text_delta` (Anthropic Messages). A stream of
-no known dialect has no token events: `ttft` then falls back to the first event.
+Completions), a `content_block_delta` of type `text_delta` (Anthropic Messages); in an
+NDJSON stream of Ollama's, a line with `message.content` (`/api/chat`) or `response`
+(`/api/generate`) text. A stream of none of these has no token events: `ttft` then falls
+back to the first event.
 """
 
 from __future__ import annotations
@@ -91,18 +94,23 @@ def ttfb(stream: ResponseLike) -> float | None:
 
 
 def first_event(stream: ResponseLike) -> float | None:
-    """Seconds to the first complete SSE event; None if there is none."""
+    """Seconds to the first complete event (SSE or NDJSON); None if there is none."""
     events = _response(stream).events()
     return events[0].at if events else None
+
+
+def _is_ollama_delta(event: TimedEvent) -> bool:
+    data = _data(event)
+    message = data.get("message")
+    text = message.get("content") if isinstance(message, dict) else data.get("response")
+    return "done" in data and isinstance(text, str) and bool(text)
 
 
 def _tokens(events: list[TimedEvent]) -> list[TimedEvent]:
     from replay import dialects  # only when asked: the dialects are heavier to import
 
     dialect = dialects.detect(events)
-    if dialect is None:
-        return []
-    is_token = _TOKEN_TESTS[dialect]
+    is_token = _is_ollama_delta if dialect is None else _TOKEN_TESTS[dialect]
     return [event for event in events if is_token(event)]
 
 
@@ -118,7 +126,7 @@ def ttft(stream: ResponseLike) -> float | None:
 
 
 def gaps(stream: ResponseLike) -> list[float]:
-    """The seconds between consecutive SSE events ([] for fewer than two)."""
+    """The seconds between consecutive events ([] for fewer than two)."""
     times = [event.at for event in _response(stream).events()]
     return [later - earlier for earlier, later in itertools.pairwise(times)]
 

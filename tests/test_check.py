@@ -10,6 +10,7 @@ import attrs
 import pytest
 
 import replay
+from replay.cassette import Cassette
 from replay.check import (
     UNDECODABLE,
     CheckResult,
@@ -296,3 +297,37 @@ def test_the_command_reports_each_unreadable_cassette_in_one_line_and_goes_on(
     unreadable, summary = result.stdout.splitlines()
     assert unreadable.startswith(f"{path}: cannot read: ")
     assert summary == "checked 1 stream in 2 cassettes: no violations; 1 cassette could not be read"
+
+
+# -- NDJSON streams (Ollama's) -----------------------------------------------------------------
+
+OLLAMA_LINES = (
+    b'{"model":"m","message":{"role":"assistant","content":"Hel"},"done":false}\n',
+    b'{"model":"m","message":{"role":"assistant","content":"lo"},"done":false}\n',
+    b'{"model":"m","done":true,"eval_count":2}\n',
+)
+
+
+def ndjson_cassette(*lines: bytes, content_type: str = "application/x-ndjson") -> Cassette:
+    chunks = [Chunk(0.1 * (n + 1), line) for n, line in enumerate(lines)]
+    response = Response(status=200, headers=[("content-type", content_type)], chunks=chunks)
+    request = Request(method="POST", url="http://127.0.0.1:11434/api/chat")
+    return Cassette([Interaction(request, response)])
+
+
+def test_an_ndjson_stream_is_a_stream_and_checks_clean() -> None:
+    result = check_cassette(ndjson_cassette(*OLLAMA_LINES), "ollama")
+    assert result.streams == 1
+    assert result.findings == ()
+
+
+def test_an_ndjson_stream_without_a_content_type_is_found_by_its_body() -> None:
+    result = check_cassette(ndjson_cassette(*OLLAMA_LINES, content_type=""), "ollama")
+    assert result.streams == 1
+    assert result.findings == ()
+
+
+def test_an_ndjson_line_that_is_not_an_object_and_a_cut_last_line_are_caught() -> None:
+    broken = (*OLLAMA_LINES[:2], b"[1, 2]\n", b'{"model":"m","do')
+    result = check_cassette(ndjson_cassette(*broken), "ollama")
+    assert {finding.rule for finding in result.findings} == {"ndjson.json", "stream.truncated"}

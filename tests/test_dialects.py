@@ -556,7 +556,9 @@ def test_a_corrupted_stream_trips_exactly_its_rule(
 
 
 def test_every_rule_has_a_corruption() -> None:
-    assert {rule for _, _, rule in CORRUPTIONS} == set(RULES)
+    # NDJSON's rules are not about server-sent events: tests/test_check.py covers them.
+    sse_rules = {rule for rule in RULES if not rule.startswith("ndjson.")}
+    assert {rule for _, _, rule in CORRUPTIONS} == sse_rules
 
 
 def test_the_corruption_round_trip_changes_nothing_by_itself() -> None:

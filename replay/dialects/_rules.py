@@ -26,6 +26,7 @@ Severity = Literal["error", "warning", "note"]
 
 _RULES: dict[str, tuple[Severity, str]] = {
     "stream.utf8": ("error", "the body is valid UTF-8"),
+    "ndjson.json": ("error", "every line of an NDJSON stream is a JSON object"),
     "stream.truncated": (
         "error",
         "the body ends after a complete event, without a transport error",

@@ -1,0 +1,156 @@
+"""Whether a response is a stream, in which framing, and its timed events: decided here only.
+
+A framing is how a body is cut into events: `sse` (Server-Sent Events, `replay.sse`) or
+`ndjson` (one JSON value per line, `replay.ndjson`). `detect` asks the content type first;
+when it names neither framing (missing, as some recorders strip headers, or wrong), it looks
+at the start of the decoded body: SSE field lines that make an event, or lines that are each
+a JSON object (two at least, so that a one-line JSON answer is not a stream).
+
+`replay show`, `replay diff`, `Response.events()` and `replay.timing` all go through here, so
+they agree on what a stream is and how many events it has.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Literal
+
+from replay import ndjson, sse
+from replay._decoding import decoded_chunks
+
+if TYPE_CHECKING:
+    from replay.model import Response, TimedEvent
+
+__all__ = [
+    "NDJSON_TYPES",
+    "SNIFF_BYTES",
+    "SSE_TYPES",
+    "Framing",
+    "Parser",
+    "detect",
+    "events",
+    "framing_of_type",
+    "is_stream",
+    "parser",
+    "sniff",
+]
+
+Framing = Literal["sse", "ndjson"]
+Parser = sse.SSEParser | ndjson.NDJSONParser
+
+#: Content types (without parameters, lowercase) that declare each framing.
+SSE_TYPES: frozenset[str] = frozenset({"text/event-stream"})
+NDJSON_TYPES: frozenset[str] = frozenset(
+    {
+        "application/x-ndjson",
+        "application/ndjson",
+        "application/jsonl",
+        "application/x-jsonl",
+        "application/jsonlines",
+        "application/x-jsonlines",
+        "application/json-lines",
+    }
+)
+#: How much of a decoded body `detect` looks at when the content type does not decide.
+SNIFF_BYTES = 64 * 1024
+
+_SSE_FIELD = re.compile(r"(?:data|event|id|retry)(?::|$)")
+_NDJSON_LINES = 2  # complete lines that must each be a JSON object
+
+
+def framing_of_type(content_type: str | None) -> Framing | None:
+    """The framing a Content-Type header declares, or None."""
+    media_type = (content_type or "").split(";")[0].strip().lower()
+    if media_type in SSE_TYPES:
+        return "sse"
+    if media_type in NDJSON_TYPES:
+        return "ndjson"
+    return None
+
+
+def detect(response: Response) -> Framing | None:
+    """The framing of `response`'s body: by its content type, else by how the body starts.
+
+    None for a response that is not a stream, and for a body that cannot be decoded when
+    its content type does not say it is a stream.
+    """
+    declared = framing_of_type(response.header("content-type"))
+    if declared is not None or not response.chunks:
+        return declared
+    try:
+        return sniff(_head(response))
+    except ValueError:  # damaged, unknown or oversized encoding: nothing to tell from
+        return None
+
+
+def is_stream(response: Response) -> bool:
+    """Whether `response` is a stream of events (SSE or NDJSON); see `detect`."""
+    return detect(response) is not None
+
+
+def _head(response: Response) -> bytes:
+    pieces: list[bytes] = []
+    size = 0
+    for _, data in decoded_chunks(response):
+        pieces.append(data)
+        size += len(data)
+        if size >= SNIFF_BYTES:
+            break
+    return b"".join(pieces)[:SNIFF_BYTES]
+
+
+def sniff(head: bytes) -> Framing | None:
+    """The framing the start of a decoded body shows, or None."""
+    text = head.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    lines = [line for line in re.split(r"\r\n?|\n", text) if line.strip()]
+    if not lines:
+        return None
+    first = lines[0]
+    if (first.startswith(":") or _SSE_FIELD.match(first)) and sse.parse(head):
+        return "sse"
+    complete = text.count("\n")  # lines after the last LF may be cut by SNIFF_BYTES
+    if complete >= _NDJSON_LINES and all(map(_is_object, lines[:_NDJSON_LINES])):
+        return "ndjson"
+    return None
+
+
+def _is_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def parser(framing: Framing) -> Parser:
+    """A new incremental parser for `framing`."""
+    return sse.SSEParser() if framing == "sse" else ndjson.NDJSONParser()
+
+
+def events(response: Response, framing: Framing | None = None) -> list[TimedEvent]:
+    """The body's events, each at the arrival time of the chunk that completed it.
+
+    Args:
+        response: the response; a compressed body (Content-Encoding) is decoded first.
+        framing: how to cut the body; by default `detect`'s answer, and SSE when it has
+            none (a body that is no event stream then has no events).
+
+    Raises:
+        DecodingError: (a ValueError) the body cannot be decoded, or decodes past the limit.
+    """
+    chosen = framing or detect(response) or "sse"
+    return _timed(parser(chosen), decoded_chunks(response), response.end.at)
+
+
+def _timed(
+    parser: Parser, pieces: Iterable[tuple[float, bytes]], end_at: float
+) -> list[TimedEvent]:
+    from replay.model import TimedEvent
+
+    def timed(at: float, event: sse.Event) -> TimedEvent:
+        return TimedEvent(at=at, event=event.event, data=event.data, id=event.id, retry=event.retry)
+
+    out = [timed(at, event) for at, data in pieces for event in parser.feed(data)]
+    out.extend(timed(end_at, event) for event in parser.close())
+    return out

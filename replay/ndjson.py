@@ -1,0 +1,96 @@
+"""Sans-IO, incremental parser for newline-delimited JSON streams (NDJSON, JSON Lines).
+
+The framing of Ollama's `/api/chat` and `/api/generate` and of other line-delimited JSON
+APIs: each line is one JSON value, one event. Bytes are cut at LF (a CR before it is
+dropped); only the trailing partial line is kept, as a list of pieces joined once when its
+LF arrives, so total work stays linear however the stream is chunked. A line is decoded as
+UTF-8 only when whole (LF never occurs inside a multi-byte character), so a character split
+across `feed()` calls decodes whole. Blank lines are skipped. Unlike SSE, a last line without
+its LF is still an event: `close()` returns it (JSON Lines allows it).
+
+Each line becomes a `replay.sse.Event` whose `data` is the line and whose `event` name says
+what the line is (`event_name`): its JSON `type` when it has one, `done` for a final line
+(`"done": true`, as Ollama ends), else `message`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from replay.sse import Event
+
+__all__ = ["NDJSONParser", "event_name", "parse"]
+
+_BOM = "\ufeff"
+
+
+def event_name(line: str) -> str:
+    """The name an NDJSON line's event gets: its JSON `type`, `done`, or `message`."""
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return "message"
+    if not isinstance(value, dict):
+        return "message"
+    kind = value.get("type")
+    if isinstance(kind, str) and kind:
+        return kind
+    return "done" if value.get("done") is True else "message"
+
+
+class NDJSONParser:
+    """Incremental NDJSON parser: `feed()` bytes, get back the events (lines) they complete.
+
+    One parser reads one stream; call `close()` at end of stream.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[bytes] = []  # pieces of the current, unterminated line
+        self._started = False  # True once the first line (maybe opening with a BOM) was read
+        self._closed = False
+
+    def feed(self, data: bytes) -> list[Event]:
+        """Consume the next chunk of the stream; return the events it completes, in order."""
+        if self._closed:
+            raise RuntimeError("feed() called after close()")
+        events: list[Event] = []
+        start = 0
+        while (end := data.find(b"\n", start)) != -1:
+            line = data[start:end]
+            if self._pending:
+                self._pending.append(line)
+                line = b"".join(self._pending)
+                self._pending.clear()
+            self._line(line, events)
+            start = end + 1
+        if start < len(data):
+            self._pending.append(data[start:])
+        return events
+
+    def close(self) -> list[Event]:
+        """Signal end of stream: the last line, if it had no LF, is returned. Idempotent."""
+        events: list[Event] = []
+        if not self._closed:
+            self._closed = True
+            if self._pending:
+                line = b"".join(self._pending)
+                self._pending.clear()
+                self._line(line, events)
+        return events
+
+    def _line(self, raw: bytes, events: list[Event]) -> None:
+        text = raw.decode("utf-8", errors="replace")
+        if not self._started:
+            self._started = True
+            text = text.removeprefix(_BOM)
+        text = text.removesuffix("\r")
+        if text.strip():
+            events.append(Event(event=event_name(text), data=text))
+
+
+def parse(data: bytes) -> list[Event]:
+    """Parse a complete stream at once: feed everything, then close."""
+    parser = NDJSONParser()
+    events = parser.feed(data)
+    events.extend(parser.close())
+    return events
