@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from replay.errors import ReplayError
+from replay.errors import DecodedTooLargeError, DecoderMissingError, DecodingError
 
 if TYPE_CHECKING:
     from replay.model import Response
@@ -41,43 +41,6 @@ __all__ = [
 MAX_DECODED_BYTES = 64 * 1024 * 1024
 
 _SUPPORTED = "gzip, deflate, br and zstd"
-
-
-class DecodingError(ReplayError, ValueError):
-    """A body whose Content-Encoding replay cannot undo: unknown, damaged, or too large."""
-
-    def __init__(self, encoding: str, problem: str) -> None:
-        self.encoding = encoding
-        self.problem = problem
-        super().__init__(f"cannot decode a body with content-encoding {encoding!r}: {problem}")
-
-
-class DecoderMissingError(DecodingError):
-    """The package that decodes this Content-Encoding (an optional extra) is not installed."""
-
-    def __init__(self, encoding: str, package: str, extra: str) -> None:
-        self.package = package
-        self.extra = extra
-        super().__init__(
-            encoding,
-            f"the {package!r} package is not installed (pip install 'replay[{extra}]')",
-        )
-
-
-class DecodedTooLargeError(DecodingError):
-    """The body decodes to more than the limit: refused, as a decompression bomb would be."""
-
-    def __init__(self, encoding: str, limit: int) -> None:
-        self.limit = limit
-        super().__init__(
-            encoding,
-            f"it decodes to more than {_size(limit)} (replay._decoding.MAX_DECODED_BYTES), "
-            "so it is refused as a likely decompression bomb",
-        )
-
-
-def _size(count: int) -> str:
-    return f"{count // (1024 * 1024)} MiB" if count % (1024 * 1024) == 0 else f"{count} bytes"
 
 
 def encodings(response: Response) -> list[str]:

@@ -5,6 +5,9 @@
     ├── CassetteFormatError (ValueError)    a cassette file that cannot be read
     ├── CassetteMismatchError (LookupError) a request the cassette cannot answer
     ├── ConfigurationError (ValueError)     a bad argument: speed, record mode, matcher…
+    ├── DecodingError (ValueError)          a body whose Content-Encoding cannot be undone
+    │   ├── DecoderMissingError                 its decoder (an optional extra) is missing
+    │   └── DecodedTooLargeError                it decodes past the limit (a bomb)
     ├── NetworkBlockedError (ConnectionError) a request the blocked network refused
     └── UnplayedInteractionsWarning (UserWarning) a cassette left interactions unplayed
 
@@ -29,6 +32,9 @@ __all__ = [
     "CassetteFormatError",
     "CassetteMismatchError",
     "ConfigurationError",
+    "DecodedTooLargeError",
+    "DecoderMissingError",
+    "DecodingError",
     "NetworkBlockedError",
     "ReplayError",
     "UnplayedInteractionsWarning",
@@ -144,6 +150,43 @@ class CassetteMismatchError(ReplayError, LookupError):
 
 def _without_secrets(url: str) -> str:
     return Redactor().url(url)
+
+
+class DecodingError(ReplayError, ValueError):
+    """A body whose Content-Encoding replay cannot undo: unknown, damaged, or too large."""
+
+    def __init__(self, encoding: str, problem: str) -> None:
+        self.encoding = encoding
+        self.problem = problem
+        super().__init__(f"cannot decode a body with content-encoding {encoding!r}: {problem}")
+
+
+class DecoderMissingError(DecodingError):
+    """The package that decodes this Content-Encoding (an optional extra) is not installed."""
+
+    def __init__(self, encoding: str, package: str, extra: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            encoding,
+            f"the {package!r} package is not installed (pip install 'replay[{extra}]')",
+        )
+
+
+class DecodedTooLargeError(DecodingError):
+    """The body decodes to more than the limit: refused, as a decompression bomb would be."""
+
+    def __init__(self, encoding: str, limit: int) -> None:
+        self.limit = limit
+        super().__init__(
+            encoding,
+            f"it decodes to more than {_size(limit)} (replay._decoding.MAX_DECODED_BYTES), "
+            "so it is refused as a likely decompression bomb",
+        )
+
+
+def _size(count: int) -> str:
+    return f"{count // (1024 * 1024)} MiB" if count % (1024 * 1024) == 0 else f"{count} bytes"
 
 
 class NetworkBlockedError(ReplayError, ConnectionError):
