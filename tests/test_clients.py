@@ -179,36 +179,33 @@ def test_ignore_localhost_lets_loopback_through(tmp_path: Path) -> None:
         assert httpx.get(url).content == BODY
 
 
+def mismatch_on(tmp_path: Path, url: str) -> replay.CassetteMismatchError:
+    """The error a GET of `url` meets against a cassette holding one api.example.test call."""
+    path = tmp_path / "one-host.msgpack"
+    request = replay.Request(method="GET", url="https://api.example.test/v1/x")
+    replay.Cassette([replay.Interaction(request, replay.Response(status=200))]).save(path)
+    transport = httpx.MockTransport(lambda request: httpx.Response(200))
+    with (
+        replay.use_cassette(path, record_mode="none"),
+        httpx.Client(transport=transport) as client,
+        pytest.raises(replay.CassetteMismatchError) as caught,
+    ):
+        client.get(url)
+    return caught.value
+
+
 def test_a_mismatch_on_a_host_the_cassette_never_saw_suggests_ignore_hosts(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "one-host.msgpack"
-    request = replay.Request(method="GET", url="https://api.example.test/v1/x")
-    replay.Cassette([replay.Interaction(request, replay.Response(status=200))]).save(path)
-    transport = httpx.MockTransport(lambda request: httpx.Response(200))
-    with (
-        replay.use_cassette(path, record_mode="none"),
-        httpx.Client(transport=transport) as client,
-        pytest.raises(replay.CassetteMismatchError) as caught,
-    ):
-        client.get("https://telemetry.example.test/v1/traces")
-    assert caught.value.unseen_host == "telemetry.example.test"
-    assert "ignore_hosts=['telemetry.example.test']" in str(caught.value)
+    error = mismatch_on(tmp_path, "https://telemetry.example.test/v1/traces")
+    assert error.unseen_host == "telemetry.example.test"
+    assert "ignore_hosts=['telemetry.example.test']" in str(error)
 
 
 def test_a_mismatch_on_a_known_host_does_not_suggest_ignoring_it(tmp_path: Path) -> None:
-    path = tmp_path / "one-host.msgpack"
-    request = replay.Request(method="GET", url="https://api.example.test/v1/x")
-    replay.Cassette([replay.Interaction(request, replay.Response(status=200))]).save(path)
-    transport = httpx.MockTransport(lambda request: httpx.Response(200))
-    with (
-        replay.use_cassette(path, record_mode="none"),
-        httpx.Client(transport=transport) as client,
-        pytest.raises(replay.CassetteMismatchError) as caught,
-    ):
-        client.get("https://api.example.test/v1/y")
-    assert caught.value.unseen_host is None
-    assert "ignore_hosts" not in str(caught.value)
+    error = mismatch_on(tmp_path, "https://api.example.test/v1/y")
+    assert error.unseen_host is None
+    assert "ignore_hosts" not in str(error)
 
 
 def test_openai_with_its_aiohttp_client_never_goes_live_in_mode_none(tmp_path: Path) -> None:
