@@ -37,6 +37,11 @@ class Event:
     retry: int | None = None
 
 
+#: The most digits a `retry:` field may have to be used; the spec says to ignore a field a
+#: client cannot use, and Python refuses to convert strings of over 4,300 digits.
+_RETRY_DIGITS = 18
+
+
 class SSEParser:
     """Incremental event-stream parser: ``feed()`` bytes, get back the events they complete.
 
@@ -120,8 +125,10 @@ class SSEParser:
         elif name == "id":
             if "\0" not in value:  # an id containing NULL is ignored
                 self._last_id_buffer = value
-        elif name == "retry" and value.isascii() and value.isdigit():
-            self._retry = int(value)
+        elif (
+            name == "retry" and value.isascii() and value.isdigit() and len(value) <= _RETRY_DIGITS
+        ):
+            self._retry = int(value)  # (a longer one is a value no client can use: ignored)
         # any other field name is ignored
 
     def _dispatch(self, events: list[Event]) -> None:

@@ -114,7 +114,7 @@ def _end(value: object, where: str) -> StreamEnd:
     # Optional (files before it was written say only "truncated", which meant the client).
     stopped_by = doc.get("stopped_by", "client" if truncated else None)
     if stopped_by not in STOPPERS or (stopped_by is None) == truncated:
-        raise _Bad(f"{where}: stopped_by {stopped_by!r} does not fit truncated={truncated}")
+        raise _Bad(f"{where}: stopped_by {_shown(stopped_by)} does not fit truncated={truncated}")
     return StreamEnd(
         at=_field(doc, "at", (int, float), where),
         error=error,
@@ -135,13 +135,21 @@ def _response(value: object, where: str) -> Response:
     )
 
 
+def _shown(value: object) -> str:
+    """`value` for a message: a short str or number as it is, anything else by its type (a
+    hostile file's value may be huge, or nested past what `repr` can recurse into)."""
+    if isinstance(value, (str, int, float, type(None))) and len(repr(value)) <= 60:
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
 def _interactions(value: object) -> list[Interaction]:
     document: dict[Any, Any] = _expect(value, dict, "document")
     if "format" not in document:
         raise _Bad(f"not a replay cassette (no 'format' field; expected {FORMAT_NAME!r})")
     name = document["format"]
     if name != FORMAT_NAME:
-        raise _Bad(f"not a replay cassette (format {name!r}, expected {FORMAT_NAME!r})")
+        raise _Bad(f"not a replay cassette (format {_shown(name)}, expected {FORMAT_NAME!r})")
     version = _field(document, "version", int, "document")
     if version > FORMAT_VERSION:
         raise _Bad(
@@ -186,6 +194,8 @@ def load_interactions(path: str | Path) -> list[Interaction]:
         return _interactions(document)
     except _Bad as exc:
         raise CassetteFormatError(path, str(exc)) from exc
+    except RecursionError:  # a value nested deeper than any cassette's, met by a check
+        raise CassetteFormatError(path, "not a replay cassette: values nested too deeply") from None
 
 
 def _unpack_problem(data: bytes, exc: Exception) -> str:

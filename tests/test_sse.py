@@ -414,3 +414,9 @@ def test_any_rechunking_yields_the_same_events_at_the_same_time(
 def test_byte_by_byte_equals_whole(stream: bytes) -> None:
     per_byte = feed_chunks([stream[i : i + 1] for i in range(len(stream))])
     assert [e for events in per_byte for e in events] == parse(stream)
+
+
+def test_a_retry_field_too_long_to_use_is_ignored() -> None:
+    parser = SSEParser()
+    events = parser.feed(b"retry: " + b"9" * 5000 + b"\ndata: x\n\n")
+    assert [(event.data, event.retry) for event in events] == [("x", None)]

@@ -1048,3 +1048,21 @@ def test_a_stopped_by_that_contradicts_truncated_is_a_format_error(tmp_path: Pat
     path.write_bytes(msgpack.packb(document, use_bin_type=True))
     with pytest.raises(CassetteFormatError, match="stopped_by 'session' does not fit"):
         Cassette.load(path)
+
+
+def _nested(depth: int) -> object:
+    value: object = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("field", ["format", "version", "interactions"])
+def test_a_value_nested_a_thousand_deep_is_a_format_error(tmp_path: Path, field: str) -> None:
+    document = {"format": "replay-cassette", "version": 1, "interactions": []}
+    document[field] = _nested(1000)
+    path = tmp_path / "deep.msgpack"
+    path.write_bytes(msgpack.packb(document, use_bin_type=True))
+    with pytest.raises(CassetteFormatError) as caught:
+        Cassette.load(path)
+    assert len(str(caught.value)) < 300
