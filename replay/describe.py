@@ -11,6 +11,7 @@ change no other column shows (a reworded prompt, a moved chunk) still shows in a
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from typing import BinaryIO
 
@@ -41,6 +42,22 @@ _ESCAPES = {code: f"\\x{code:02x}" for code in (*range(32), 127)}
 _ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
 
 
+# C0 controls but the line break and tab, DEL, C1 controls, and the bidirectional overrides
+# (which reorder what a terminal shows): a cassette from a pull request is shown, not obeyed.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with every character that would steer a terminal (ESC, BEL, CR, bidi
+    overrides…) shown escaped (`\\x1b`, `\\u202e`); line breaks and tabs are kept."""
+    return _UNPRINTABLE.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def table(cassette: Cassette) -> str:
     """One aligned line per interaction, under a header line; ends with a newline.
 
@@ -61,7 +78,7 @@ def table(cassette: Cassette) -> str:
             notes.append(f"#{index}: events ?: {_one_line(problem, 2 * DATA_WIDTH)}")
     if not cassette.interactions:
         lines.append("(no interactions)")
-    return "\n".join([*lines, *notes]) + "\n"
+    return printable("\n".join([*lines, *notes])) + "\n"
 
 
 def _row(index: int, interaction: Interaction, events: str) -> str:
@@ -118,7 +135,7 @@ def events(cassette: Cassette) -> str:
         lines.extend(_interaction_events(index, interaction))
     if not cassette.interactions:
         lines.append("(no interactions)")
-    return "\n".join(lines) + "\n"
+    return printable("\n".join(lines)) + "\n"
 
 
 def _interaction_events(index: int, interaction: Interaction) -> list[str]:
@@ -176,7 +193,7 @@ def raw(cassette: Cassette) -> str:
         lines.extend(_raw_interaction(index, interaction))
     if not cassette.interactions:
         lines.append("(no interactions)")
-    return "\n".join(lines) + "\n"
+    return printable("\n".join(lines)) + "\n"
 
 
 def _raw_interaction(index: int, interaction: Interaction) -> list[str]:

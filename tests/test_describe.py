@@ -254,7 +254,7 @@ def test_raw_shows_gzip_bodies_decompressed_and_says_so() -> None:
 
 def test_raw_escapes_bytes_that_are_not_utf8() -> None:
     text = describe.raw(hand_built()).split("== interaction 3 ==")[1]
-    assert "\\xff\\xfe\x00raw\n" in text
+    assert "\\xff\\xfe\\x00raw\n" in text  # (the NUL too: no control character is written)
 
 
 # -- json -------------------------------------------------------------------------------------
@@ -525,3 +525,17 @@ def test_git_diff_of_a_cassette_is_readable_through_textconv(tmp_path: Path) -> 
     changed = [line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in "+++---"]
     assert [line[:12] for line in changed] == ["-  3  GET   ", "+  3  PUT   "]
     assert "Binary files differ" not in diff
+
+
+@pytest.mark.parametrize("view", [describe.table, describe.events, describe.raw])
+def test_no_view_writes_control_characters_from_a_cassette(view: Any) -> None:
+    hostile = "https://api.example.com/v1/\x1b]0;pwned\x07?q=\u202etxt.exe"
+    request = Request(method="GET", url=hostile, headers=[("x-note", "\x1b[2J\x9b")])
+    response = Response(
+        status=200,
+        headers=[("content-type", "text/event-stream"), ("x-echo", "\x1b[31mred")],
+        chunks=[Chunk(0.1, b"data: \x1b[5mblink\x07\n\n")],
+    )
+    shown = view(Cassette([Interaction(request, response)]))
+    assert not set(shown) & {"\x1b", "\x07", "\x9b", "\u202e", "\r"}
+    assert "\\x1b" in shown
