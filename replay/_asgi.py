@@ -36,11 +36,13 @@ __all__ = [
     "cancel_on_disconnect",
     "count",
     "decoded",
+    "host_allowed",
     "lifespan",
     "listen",
     "passed_on",
     "path_and_query",
     "read_body",
+    "refuse_host",
     "require_uvicorn",
     "run",
     "send_json",
@@ -73,6 +75,39 @@ _DROPPED = "ASGI callable returned without completing response."
 
 #: Seconds a stopping server waits for a request still arriving before cancelling it.
 _GRACE = 1
+
+
+#: The `Host` names a server on 127.0.0.1 answers to by default.
+_LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def host_allowed(scope: Scope, allowed: frozenset[str]) -> bool:
+    """Whether the request's `Host` names this loopback server (or one of `allowed`).
+
+    A web page that reaches 127.0.0.1 through DNS rebinding sends its own domain as `Host`:
+    refusing every other name keeps such pages out. A request without `Host` (HTTP/1.0)
+    cannot come from a browser and is served.
+    """
+    value = next((v for k, v in decoded(scope["headers"]) if k.lower() == "host"), None)
+    if value is None:
+        return True
+    host = value.strip().lower()
+    host = (
+        host[1 : host.index("]")]
+        if host.startswith("[") and "]" in host
+        else host.rsplit(":", 1)[0]
+    )
+    return host in _LOOPBACK_NAMES or host in allowed
+
+
+async def refuse_host(scope: Scope, send: Send, log: Log) -> None:
+    """Answer 421 to a request whose `Host` names another server."""
+    message = (
+        "this replay server answers only for 127.0.0.1, localhost and [::1] "
+        "(and the names given with --allow-host)"
+    )
+    log(f"421: {scope['method']} refused: Host names another server")
+    await send_json(send, 421, {"error": {"type": "replay_host", "message": message}})
 
 
 def stderr(line: str) -> None:

@@ -28,11 +28,13 @@ from replay._asgi import (
     cancel_on_disconnect,
     count,
     decoded,
+    host_allowed,
     lifespan,
     listen,
     passed_on,
     path_and_query,
     read_body,
+    refuse_host,
     require_uvicorn,
     run,
     send_json,
@@ -161,6 +163,9 @@ class ProxyApp:
             await lifespan(receive, send, lambda: self.client, self.aclose)
             return
         if scope["type"] != "http":
+            return
+        if not host_allowed(scope, frozenset()):  # a page through DNS rebinding: refused
+            await refuse_host(scope, send, self.log)
             return
         body = await read_body(receive)
         if body is None:

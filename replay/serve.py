@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import anyio
 
@@ -29,11 +30,13 @@ from replay._asgi import (
     cancel_on_disconnect,
     count,
     decoded,
+    host_allowed,
     lifespan,
     listen,
     passed_on,
     path_and_query,
     read_body,
+    refuse_host,
     require_uvicorn,
     run,
     send_json,
@@ -45,6 +48,7 @@ from replay.engine import Data, End, Head, Player, Stepper, step_async
 from replay.errors import CassetteMismatchError
 from replay.faults import FaultLike, coerce
 from replay.model import Request, Response
+from replay.network import host_names
 from replay.redact import Redactor
 
 __all__ = ["SERVE_MATCH_ON", "ReplayApp", "serve"]
@@ -63,9 +67,24 @@ def _replayed_headers(response: Response) -> list[tuple[bytes, bytes]]:
     return passed_on(response.headers, also_drop=("content-length",))
 
 
-def _without_hint(message: str) -> str:
-    # The mismatch error ends with advice about record modes, which a server has none of.
-    return "\n".join(line for line in message.splitlines() if not line.startswith("To record it"))
+def _served_mismatch(mismatch: CassetteMismatchError) -> str:
+    """What a client (and the log) is told of a request nothing answers: the request, the
+    nearest recorded one and which matchers differ; not how (a recorded body may hold what
+    the client must not see), nor where the cassette lives on disk."""
+    name = mismatch.cassette_path.name if mismatch.cassette_path else "the cassette"
+    lines = [f"{mismatch.method} {mismatch.url} has no match in {name!r}"]
+    if mismatch.nearest is None:
+        lines.append("The cassette has no recorded interactions.")
+    else:
+        method, _, url = mismatch.nearest.partition(" ")
+        lines.append(f"Nearest recorded request: {method} {_path_of(url)}")
+        lines += [f"  {matcher} differs" for matcher, _ in mismatch.differences]
+    return "\n".join(lines)
+
+
+def _path_of(url: str) -> str:
+    parts = urlsplit(url)
+    return parts.path + (f"?{parts.query}" if parts.query else "")
 
 
 class ReplayApp:
@@ -77,6 +96,9 @@ class ReplayApp:
         redactor: applied to each request before matching, as it was before recording.
         clock: the clock to wait on (default: the real monotonic clock).
         faults: `replay.faults` values or specs applied to what is served.
+        allow_hosts: `Host` names to serve besides 127.0.0.1, localhost and ::1; a request
+            naming any other host gets a 421 (a web page reaching the server through DNS
+            rebinding names its own).
         log: receives one line per request.
     """
 
@@ -88,9 +110,12 @@ class ReplayApp:
         redactor: Redactor | None = None,
         clock: Clock | None = None,
         faults: Iterable[FaultLike] = (),
+        allow_hosts: Iterable[str] = (),
         log: Log = stderr,
     ) -> None:
         self.cassette = cassette
+        #: Host header names served besides the loopback ones (DNS rebinding is refused).
+        self.allow_hosts = host_names(allow_hosts)
         self.speed = parse_speed(speed)
         self.clock = clock or MonotonicClock()
         self.player = Player(cassette, redactor=redactor, faults=faults)
@@ -103,6 +128,9 @@ class ReplayApp:
             await lifespan(receive, send)
             return
         if scope["type"] != "http":
+            return
+        if not host_allowed(scope, self.allow_hosts):
+            await refuse_host(scope, send, self.log)
             return
         # The recorded times count from the moment the request was sent.
         schedule = Schedule.starting_now(self.speed, self.clock)
@@ -119,7 +147,7 @@ class ReplayApp:
         try:
             played = self.player.take(request)
         except CassetteMismatchError as mismatch:
-            message = _without_hint(str(mismatch))
+            message = _served_mismatch(mismatch)
             self.log("404: " + message.replace("\n", "\n  "))
             error = {"type": "replay_mismatch", "message": message}
             await send_json(send, 404, {"error": error})
@@ -162,6 +190,7 @@ def serve(
     speed: SpeedLike = 1.0,
     repeat: bool = False,
     faults: Iterable[FaultLike] = (),
+    allow_hosts: Iterable[str] = (),
     log: Log = stderr,
 ) -> None:
     """Serve a cassette over HTTP on 127.0.0.1 until SIGINT or SIGTERM.
@@ -172,6 +201,7 @@ def serve(
         speed: 1 = as recorded, 10 = ten times faster, "instant" = no waiting.
         repeat: let an interaction answer more than once.
         faults: faults (or specs such as "cut(after_events=3)") applied to what is served.
+        allow_hosts: `Host` names served besides the loopback ones.
         log: receives the start line and one line per request (default: stderr).
 
     Raises:
@@ -182,6 +212,6 @@ def serve(
     factor = parse_speed(speed)
     chosen = coerce(faults)
     cassette = Cassette.load(cassette_path, match_on=SERVE_MATCH_ON, allow_playback_repeats=repeat)
-    app = ReplayApp(cassette, speed=factor, faults=chosen, log=log)
+    app = ReplayApp(cassette, speed=factor, faults=chosen, allow_hosts=allow_hosts, log=log)
     with listen(port) as sock:
         run(app, sock, log, f"serving {cassette_path} on http://127.0.0.1:{sock.getsockname()[1]}")

@@ -279,7 +279,7 @@ def test_a_plain_http_client_gets_the_recorded_answer(instant: Running, recorded
     port = int(instant.url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
         sock.sendall(
-            b"POST /v1/responses HTTP/1.1\r\nHost: example\r\nConnection: close\r\n"
+            b"POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
             b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
         )
         answer = b"".join(iter(lambda: sock.recv(65536), b""))
@@ -491,3 +491,50 @@ def test_proxy_never_overwrites_a_file_that_is_not_a_cassette(tmp_path: Path) ->
     assert result.returncode == 1
     assert "cannot read cassette" in result.stderr
     assert precious.read_text() == "not a cassette"
+
+
+# -- what a server answers to, and what it tells --------------------------------------------------
+
+
+def test_serve_refuses_a_host_header_naming_another_server(recorded: Path) -> None:
+    with (
+        running("serve", str(recorded), "--speed", "instant", "--repeat") as server,
+        httpx.Client() as client,
+    ):
+        request = replayed_request(recorded, server)
+        local = client.send(request)
+        request.headers["host"] = "evil.example:80"  # a page reaching 127.0.0.1 by rebinding
+        rebound = client.send(request)
+    assert rebound.status_code == 421
+    assert rebound.json()["error"]["type"] == "replay_host"
+    assert local.status_code == 200
+
+
+def test_serve_answers_a_host_given_with_allow_host(recorded: Path) -> None:
+    args = ("serve", str(recorded), "--speed", "instant", "--allow-host", "replay.test")
+    with running(*args) as server, httpx.Client() as client:
+        request = replayed_request(recorded, server)
+        request.headers["host"] = "replay.test"
+        response = client.send(request)
+    assert response.status_code == 200
+
+
+def test_a_404_names_neither_the_cassettes_place_nor_a_recorded_body(tmp_path: Path) -> None:
+    path = tmp_path / "private" / "llm.msgpack"
+    secret = b'{"input": "a recorded body that only the cassette may hold"}'
+    recorded_request = replay.Request(
+        method="POST",
+        url="https://api.example.com/v1/responses",
+        body=secret,
+        headers=[("content-type", "application/json")],
+    )
+    replay.Cassette([replay.Interaction(recorded_request, replay.Response(status=200))]).save(path)
+    with running("serve", str(path), "--speed", "instant") as server:
+        response = httpx.post(server.url + "/v1/responses", json={"input": "other"})
+        log = server.stderr
+    assert response.status_code == 404
+    message = response.json()["error"]["message"]
+    assert "body differs" in message
+    for shown in (message, log.partition("404:")[2]):
+        assert str(tmp_path) not in shown
+        assert "only the cassette may hold" not in shown

@@ -24,6 +24,14 @@ def add_verbs(verbs: Verbs) -> None:
     serve.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any)")
     serve.add_argument("--speed", default="1", help="1 (default), 10x, instant")
     serve.add_argument("--repeat", action="store_true", help="let interactions play again")
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        dest="allow_hosts",
+        metavar="HOST",
+        help="a Host name to answer besides 127.0.0.1, localhost and [::1] (repeatable)",
+    )
     add_fault_option(serve)
 
     proxy = verb(
@@ -43,7 +51,14 @@ def add_verbs(verbs: Verbs) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from replay.serve import serve
 
-    serve(args.cassette, port=args.port, speed=args.speed, repeat=args.repeat, faults=args.faults)
+    serve(
+        args.cassette,
+        port=args.port,
+        speed=args.speed,
+        repeat=args.repeat,
+        faults=args.faults,
+        allow_hosts=args.allow_hosts,
+    )
     return 0
 
 
