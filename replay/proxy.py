@@ -48,7 +48,7 @@ from replay.record import AsyncRecordingTransport
 from replay.redact import Redactor
 from replay.store import load_interactions, save_interactions
 
-__all__ = ["ProxyApp", "proxy"]
+__all__ = ["ProxyApp", "proxy", "upstream_url"]
 
 
 def _base_url(target: str) -> str:
@@ -59,6 +59,23 @@ def _base_url(target: str) -> str:
             f"not {target!r}"
         )
     return target.rstrip("/")
+
+
+def upstream_url(target: str, request_target: str) -> httpx.URL:
+    """The upstream URL of a request: `target`'s scheme, host and port, always; its base path
+    followed by the request-target's path and query.
+
+    The request-target is read as a path even when it is not one (`0:8080/x`, or an absolute
+    URL): pasted after the target's text, such a string could name another host and port.
+    """
+    base = httpx.URL(target)
+    path, _, query = request_target.partition("?")
+    if not path.startswith("/"):
+        path = "/" + path
+    raw_path = (base.raw_path.decode("ascii").partition("?")[0].rstrip("/") + path).encode()
+    if query:
+        raw_path += b"?" + query.encode("latin-1")
+    return base.copy_with(raw_path=raw_path)
 
 
 def _summary(interaction: Interaction) -> str:
@@ -172,7 +189,7 @@ class ProxyApp:
             return
         # httpx sets Host and Content-Length for the target; the body is read: no Expect.
         headers = passed_on(decoded(scope["headers"]), ("host", "content-length", "expect"))
-        url = self.target + path_and_query(scope)
+        url = upstream_url(self.target, path_and_query(scope))
         outgoing = httpx.Request(scope["method"], url, headers=headers, content=body)
         try:
             upstream = await self.client.send(outgoing, stream=True)

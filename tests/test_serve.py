@@ -21,6 +21,7 @@ import openai
 import pytest
 
 import replay
+import replay.proxy
 from replay._origin import Origin, Script
 from replay._streams import HELLO_TEXT, responses_hello
 from replay.sse import parse
@@ -538,3 +539,29 @@ def test_a_404_names_neither_the_cassettes_place_nor_a_recorded_body(tmp_path: P
     for shown in (message, log.partition("404:")[2]):
         assert str(tmp_path) not in shown
         assert "only the cassette may hold" not in shown
+
+
+@pytest.mark.parametrize(
+    ("request_target", "path"),
+    [("0:8080/echo", "/0:8080/echo"), ("//other.test/x?q=1", "//other.test/x"), ("/v1/a", "/v1/a")],
+    ids=["host-port-lookalike", "network-path", "path"],
+)
+def test_the_proxy_keeps_its_targets_host_whatever_the_request_target(
+    request_target: str, path: str
+) -> None:
+    assert replay.proxy.upstream_url("http://127.0.0.1:5000/base", request_target).host == (
+        "127.0.0.1"
+    )
+    assert replay.proxy.upstream_url("http://127.0.0.1:5000/base", request_target).port == 5000
+    assert replay.proxy.upstream_url("http://127.0.0.1:5000", request_target).path == path
+
+
+def test_the_proxy_sends_a_lookalike_request_target_to_its_target_as_a_path(
+    proxied: Running, upstream: Origin
+) -> None:
+    port = int(proxied.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"GET 0:8080/echo HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        while sock.recv(65536):
+            pass
+    assert [seen.path for seen in upstream.requests] == ["/0:8080/echo"]
