@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from replay.errors import ConfigurationError
+from replay.errors import ConfigurationError, install_hint
 
 if TYPE_CHECKING:
     import uvicorn
@@ -231,7 +231,7 @@ def require_uvicorn() -> None:
         import uvicorn  # noqa: F401
     except ImportError as error:
         raise ConfigurationError(
-            "replay serve and replay proxy need uvicorn: pip install 'replay[serve]'"
+            f"replay serve and replay proxy need uvicorn: {install_hint('serve')}"
         ) from error
 
 

@@ -22,7 +22,12 @@ import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from replay.errors import DecodedTooLargeError, DecoderMissingError, DecodingError
+from replay.errors import (
+    DecodedTooLargeError,
+    DecoderMissingError,
+    DecodingError,
+    install_hint,
+)
 
 if TYPE_CHECKING:
     from replay.model import Response
@@ -234,7 +239,7 @@ class _BrotliDecoder:
                     return pieces.joined()
         except TypeError:  # brotli < 1.2: no output_buffer_limit, so no bound
             raise DecodingError(
-                "br", "bounded decoding needs brotli >= 1.2 (pip install 'replay[brotli]')"
+                "br", f"bounded decoding needs brotli >= 1.2 ({install_hint('brotli')})"
             ) from None
         except self._brotli.error as exc:
             raise DecodingError("br", f"the body is not valid br data: {exc}") from None

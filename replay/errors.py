@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALREADY_PLAYED",
+    "DISTRIBUTION",
     "AmbiguousSessionError",
     "CassetteFormatError",
     "CassetteMismatchError",
@@ -38,6 +39,7 @@ __all__ = [
     "NetworkBlockedError",
     "ReplayError",
     "UnplayedInteractionsWarning",
+    "install_hint",
 ]
 
 
@@ -152,6 +154,15 @@ def _without_secrets(url: str) -> str:
     return Redactor().url(url)
 
 
+#: The name replay is published under on the package index (the import name is `replay`).
+DISTRIBUTION = "replay-http"
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs the optional `extra`, as the user would type it."""
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
+
 class DecodingError(ReplayError, ValueError):
     """A body whose Content-Encoding replay cannot undo: unknown, damaged, or too large."""
 
@@ -169,7 +180,7 @@ class DecoderMissingError(DecodingError):
         self.extra = extra
         super().__init__(
             encoding,
-            f"the {package!r} package is not installed (pip install 'replay[{extra}]')",
+            f"the {package!r} package is not installed ({install_hint(extra)})",
         )
 
 

@@ -10,6 +10,8 @@ the defaults (record mode `once`, speed `instant`).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import os
 import time
 import warnings
 from collections.abc import Iterator
@@ -28,15 +30,37 @@ from replay.session import CassetteSession, forced_record_mode, use_cassette
 _RECORD_MODES = ("none", "once", "new_episodes", "all", "rewrite")
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def _pytest_recording_comes(pluginmanager: Any) -> bool:
+    """Whether pytest-recording will load after this plugin (it declares options we do)."""
+    if pluginmanager.has_plugin("recording") or pluginmanager.is_blocked("recording"):
+        return False  # loaded already (its options are declared), or never will be
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return False
+    return importlib.util.find_spec("pytest_recording") is not None
+
+
+def _add_shared(group: Any, name: str, **attrs: Any) -> None:
+    """Declare an option pytest-recording declares too, unless it did already.
+
+    pytest refuses one option declared twice, so when both plugins are installed they share
+    `--record-mode` and `--block-network`: the one flag then drives both.
+    """
+    with contextlib.suppress(ValueError):  # declared by pytest-recording, loaded first
+        group.addoption(name, **attrs)
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: Any) -> None:
     group = parser.getgroup("replay", "replay: record and replay streaming HTTP")
-    group.addoption(
-        "--record-mode",
-        choices=_RECORD_MODES,
-        default=None,
-        help="none / once / new_episodes / all, or rewrite (delete and record again); "
-        "default: ini replay_record_mode, else once",
-    )
+    declare_shared = not _pytest_recording_comes(pluginmanager)
+    if declare_shared:
+        _add_shared(
+            group,
+            "--record-mode",
+            choices=_RECORD_MODES,
+            default=None,
+            help="none / once / new_episodes / all, or rewrite (delete and record again); "
+            "default: ini replay_record_mode, else once",
+        )
     group.addoption(
         "--replay-speed",
         default=None,
@@ -47,12 +71,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="directory of default cassettes (default: cassettes/<module>/ beside each test file)",
     )
-    group.addoption(
-        "--block-network",
-        action="store_true",
-        default=None,
-        help="fail any request no cassette handles (loopback allowed: see replay_allowed_hosts)",
-    )
+    if declare_shared:
+        _add_shared(
+            group,
+            "--block-network",
+            action="store_true",
+            default=None,
+            help="fail any request no cassette handles (loopback allowed: see "
+            "replay_allowed_hosts)",
+        )
     group.addoption(
         "--strict-cassettes",
         action="store_true",
@@ -100,8 +127,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _option(config: pytest.Config, name: str, ini: str) -> Any:
+    # None is "not given"; so is pytest-recording's False default of a shared flag.
     value = config.getoption(name)
-    return config.getini(ini) if value is None else value
+    return config.getini(ini) if value is None or value is False else value
 
 
 @pytest.fixture(scope="session", autouse=True)

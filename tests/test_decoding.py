@@ -126,7 +126,9 @@ def test_a_missing_package_names_its_extra(
 ) -> None:
     for module in modules:
         monkeypatch.setitem(sys.modules, module, None)  # importing it now fails
-    with pytest.raises(DecoderMissingError, match=rf"pip install 'replay\[{extra}\]'") as caught:
+    with pytest.raises(
+        DecoderMissingError, match=rf"pip install 'replay-http\[{extra}\]'"
+    ) as caught:
         encoded(encoding, [b"x"]).events()
     assert isinstance(caught.value, ValueError)
     assert caught.value.extra == extra

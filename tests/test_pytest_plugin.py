@@ -20,8 +20,11 @@ FAST = Script(chunks=responses_hello(scale=0.01))
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     """Run pytest in a subprocess, as a user would. In-process runs are unsound here: the
     outer suite's warning filters would apply, and pytester's restoring of sys.modules
-    leaves httpx mapping exceptions of an httpcore that is gone."""
-    return pytester.runpytest_subprocess(*args, timeout=120)
+    leaves httpx mapping exceptions of an httpcore that is gone.
+
+    pytest-recording (installed with the test extras) is left out: its own
+    `--block-network` blocks loopback too. The tests of the two together load it."""
+    return pytester.runpytest_subprocess("-p", "no:recording", *args, timeout=120)
 
 
 def make_ini(pytester: pytest.Pytester, lines: str = "") -> None:
@@ -466,3 +469,48 @@ def test_a_markers_ignore_hosts_overrides_the_ini(
     write_test(pytester, fast_origin.url, body)
     run(pytester, "--record-mode=none").assert_outcomes(passed=1)
     assert fast_origin.requests == []
+
+
+BOTH = (
+    STREAM
+    + """
+    def test_pytest_recording_sees_the_mode(record_mode):
+        assert record_mode == "none"
+
+    @pytest.mark.use_cassette
+    def test_replay_sees_the_mode():
+        stream()
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("environment", "plugins"),
+    [
+        pytest.param({}, (), id="both-autoloaded"),
+        pytest.param(
+            {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+            ("-p", "pytest_recording.plugin", "-p", "replay.pytest_plugin"),
+            id="pytest-recording-first",
+        ),
+    ],
+)
+def test_pytest_recording_and_replay_share_record_mode(
+    pytester: pytest.Pytester,
+    fast_origin: Origin,
+    monkeypatch: pytest.MonkeyPatch,
+    environment: dict[str, str],
+    plugins: tuple[str, ...],
+) -> None:
+    # A suite moving over from pytest-recording has both installed for a while: pytest must
+    # start, and the one --record-mode drives both plugins.
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    write_test(pytester, fast_origin.url, BOTH)
+    result = pytester.runpytest_subprocess(
+        *plugins, "-p", "no:cacheprovider", "--record-mode=none", timeout=120
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*CassetteMismatchError: POST*has no match*(record mode 'none')"])
+    assert fast_origin.requests == []
+    assert "already used" not in result.stderr.str()

@@ -350,7 +350,7 @@ def test_serve_without_uvicorn_says_what_to_install(recorded: Path) -> None:
         [sys.executable, "-c", hide + run], capture_output=True, text=True, timeout=30, check=False
     )
     assert result.returncode == 1
-    assert "pip install 'replay[serve]'" in result.stderr
+    assert "pip install 'replay-http[serve]'" in result.stderr
     assert "Traceback" not in result.stderr
 
 
