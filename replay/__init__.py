@@ -7,37 +7,41 @@ and play them back through httpx and httpx2 at original, accelerated or instant 
 
 from __future__ import annotations
 
-from replay import faults, timing
-from replay.cassette import Cassette
-from replay.clock import INSTANT, MonotonicClock, VirtualClock, parse_speed
-from replay.errors import (
-    AmbiguousSessionError,
-    CassetteFormatError,
-    CassetteMismatchError,
-    ConfigurationError,
-    DecodedTooLargeError,
-    DecoderMissingError,
-    DecodingError,
-    NetworkBlockedError,
-    ReplayError,
-    UnplayedInteractionsWarning,
-)
-from replay.matching import DEFAULT_MATCH_ON
-from replay.model import (
-    Chunk,
-    Chunks,
-    Interaction,
-    Request,
-    Response,
-    StreamEnd,
-    TimedEvent,
-)
-from replay.network import block_network
-from replay.playback import AsyncReplayTransport, ReplayTransport
-from replay.record import AsyncRecordingTransport, RecordingTransport
-from replay.redact import Redactor
-from replay.session import VIRTUAL, CassetteSession, use_cassette
-from replay.vtime import VirtualTime
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from replay import faults, timing
+    from replay.cassette import Cassette
+    from replay.clock import INSTANT, MonotonicClock, VirtualClock, parse_speed
+    from replay.errors import (
+        AmbiguousSessionError,
+        CassetteFormatError,
+        CassetteMismatchError,
+        ConfigurationError,
+        DecodedTooLargeError,
+        DecoderMissingError,
+        DecodingError,
+        NetworkBlockedError,
+        ReplayError,
+        UnplayedInteractionsWarning,
+    )
+    from replay.matching import DEFAULT_MATCH_ON
+    from replay.model import (
+        Chunk,
+        Chunks,
+        Interaction,
+        Request,
+        Response,
+        StreamEnd,
+        TimedEvent,
+    )
+    from replay.network import block_network
+    from replay.playback import AsyncReplayTransport, ReplayTransport
+    from replay.record import AsyncRecordingTransport, RecordingTransport
+    from replay.redact import Redactor
+    from replay.session import VIRTUAL, CassetteSession, use_cassette
+    from replay.vtime import VirtualTime
 
 __version__ = "0.1.0"
 
@@ -79,3 +83,59 @@ __all__ = [
     "timing",
     "use_cassette",
 ]
+
+
+#: Where each public name lives. They are imported on first use, not with the package: the
+#: pytest plugin (`replay.pytest_plugin`) loads in every pytest run of a project that installs
+#: replay, and must not pull the whole library (httpx, asyncio, ...) into runs that use none.
+_LAZY: dict[str, str] = {
+    "faults": "replay.faults",
+    "timing": "replay.timing",
+    "Cassette": "replay.cassette",
+    "INSTANT": "replay.clock",
+    "MonotonicClock": "replay.clock",
+    "VirtualClock": "replay.clock",
+    "parse_speed": "replay.clock",
+    "AmbiguousSessionError": "replay.errors",
+    "CassetteFormatError": "replay.errors",
+    "CassetteMismatchError": "replay.errors",
+    "ConfigurationError": "replay.errors",
+    "DecodedTooLargeError": "replay.errors",
+    "DecoderMissingError": "replay.errors",
+    "DecodingError": "replay.errors",
+    "NetworkBlockedError": "replay.errors",
+    "ReplayError": "replay.errors",
+    "UnplayedInteractionsWarning": "replay.errors",
+    "DEFAULT_MATCH_ON": "replay.matching",
+    "Chunk": "replay.model",
+    "Chunks": "replay.model",
+    "Interaction": "replay.model",
+    "Request": "replay.model",
+    "Response": "replay.model",
+    "StreamEnd": "replay.model",
+    "TimedEvent": "replay.model",
+    "block_network": "replay.network",
+    "AsyncReplayTransport": "replay.playback",
+    "ReplayTransport": "replay.playback",
+    "AsyncRecordingTransport": "replay.record",
+    "RecordingTransport": "replay.record",
+    "Redactor": "replay.redact",
+    "VIRTUAL": "replay.session",
+    "CassetteSession": "replay.session",
+    "use_cassette": "replay.session",
+    "VirtualTime": "replay.vtime",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'replay' has no attribute {name!r}")
+    imported = importlib.import_module(module)
+    value = imported if module == f"replay.{name}" else getattr(imported, name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

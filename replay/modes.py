@@ -13,9 +13,11 @@ library calls too.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from typing import Literal
 
+from replay._suite import current, imposed
 from replay.errors import ConfigurationError
 
 __all__ = [
@@ -30,8 +32,6 @@ __all__ = [
 
 RecordMode = Literal["none", "once", "new_episodes", "all"]
 RECORD_MODES: tuple[str, ...] = ("none", "once", "new_episodes", "all")
-
-_forced_mode: list[str] = []
 
 _WHY_NOT_RECORDED = {
     "none": "Record mode 'none' only replays: it never records.",
@@ -59,16 +59,15 @@ def forced_record_mode(record_mode: str) -> Iterator[None]:
     Raises:
         ConfigurationError: an unknown record mode.
     """
-    _forced_mode.append(check(record_mode))
-    try:
+    with imposed(dataclasses.replace(current(), record_mode=check(record_mode))):
         yield
-    finally:
-        _forced_mode.pop()
 
 
-def in_force(requested: str) -> str:
-    """The mode a session entered now uses: the forced one, if any, else `requested`."""
-    return _forced_mode[-1] if _forced_mode else requested
+def in_force(requested: str | None) -> str:
+    """The mode a session entered now uses: the forced one, if any, else `requested`, else
+    the run's default, else "once"."""
+    settings = current()
+    return settings.record_mode or requested or settings.default_record_mode or "once"
 
 
 def may_replay_and_record(mode: str, existed: bool) -> tuple[bool, bool]:

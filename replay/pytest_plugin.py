@@ -1,10 +1,18 @@
 """pytest plugin: the `use_cassette` marker, the `cassette` fixture, options and a summary.
 
 Thin by design: every behaviour lives in the library (`use_cassette`, `block_network`,
-`default_cassette_path`); this module reads options and markers and reports.
+`default_cassette_path`); this module reads options and markers and reports. It imports
+nothing of the library until a test needs it, since every pytest run of a project that
+installs replay loads it.
 
-Precedence of settings: command line, then the marker's keywords, then the ini file, then
-the defaults (record mode `once`, speed `instant`).
+The three forms of a test's cassette (the marker, the `cassette` fixture, the library's
+`@replay.use_cassette` or `with`) behave as one: the run imposes its settings on every
+cassette session (`replay._suite`), and each session is reported the same way. Precedence:
+
+- record mode: the command line, then the marker's or call's keyword, then the ini file,
+  then `once`. The command line binds everything, so `--record-mode=none` is always offline.
+- speed: the marker's or call's keyword, then the command line, then the ini file, then
+  `instant`. A test that asks for `speed="virtual"` or `speed=1` needs it to hold.
 """
 
 from __future__ import annotations
@@ -13,21 +21,19 @@ import contextlib
 import importlib.util
 import os
 import time
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from replay.cassette import Cassette
-from replay.errors import ConfigurationError, UnplayedInteractionsWarning
-from replay.naming import default_cassette_path, resolve_cassette_path
-from replay.network import LOOPBACK, block_network
-from replay.report import SessionLog, SessionRecord
-from replay.session import CassetteSession, forced_record_mode, use_cassette
+if TYPE_CHECKING:
+    from replay._pytest_summary import SessionLog
+    from replay.cassette import Cassette
+    from replay.session import CassetteSession
 
-_RECORD_MODES = ("none", "once", "new_episodes", "all", "rewrite")
+#: The record modes, and rewrite: delete the cassette and record it again.
+RECORD_MODES = ("none", "once", "new_episodes", "all", "rewrite")
 
 
 def _pytest_recording_comes(pluginmanager: Any) -> bool:
@@ -56,7 +62,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: Any) -> None:
         _add_shared(
             group,
             "--record-mode",
-            choices=_RECORD_MODES,
+            choices=RECORD_MODES,
             default=None,
             help="none / once / new_episodes / all, or rewrite (delete and record again); "
             "default: ini replay_record_mode, else once",
@@ -64,7 +70,8 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: Any) -> None:
     group.addoption(
         "--replay-speed",
         default=None,
-        help="replay speed: instant, 1, 10x, ... (default: ini replay_speed, else instant)",
+        help="replay speed of cassettes that choose none: instant, 1, 10x, virtual "
+        "(default: ini replay_speed, else instant)",
     )
     group.addoption(
         "--cassette-dir",
@@ -84,7 +91,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: Any) -> None:
         "--strict-cassettes",
         action="store_true",
         default=None,
-        help="fail a test whose cassette has unplayed interactions (default: warn)",
+        help="fail the run if a cassette has interactions no test played (default: list them)",
     )
     parser.addini("replay_record_mode", "default record mode", default="once")
     parser.addini("replay_speed", "default replay speed", default="instant")
@@ -94,7 +101,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: Any) -> None:
         "replay_allowed_hosts",
         "hosts reachable with --block-network (default: loopback)",
         type="args",
-        default=sorted(LOOPBACK),
+        default=["127.0.0.1", "::1", "localhost"],
     )
     parser.addini(
         "replay_strict_cassettes", "unplayed interactions fail", type="bool", default=False
@@ -114,16 +121,47 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: Any) -> None:
 
 
 _STARTED = pytest.StashKey[float]()
+_SESSIONS = pytest.StashKey["list[CassetteSession]"]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STARTED] = time.time()
     config.addinivalue_line(
         "markers",
-        "use_cassette(path=None, **options): record/replay this test's httpx and httpx2 "
-        "traffic through a cassette (default path: cassettes/<module>/<test>.msgpack)",
+        "use_cassette(path=None, **options): record/replay this test's HTTP traffic through "
+        "a cassette (default path: cassettes/<module>/<test>.msgpack)",
     )
-    config.pluginmanager.register(_Summary(), "replay-summary")
+    _check_settings(config)
+    config.pluginmanager.register(_Run(config), "replay-run")
+
+
+def _check_settings(config: pytest.Config) -> None:
+    """Refuse a bad record mode or speed now, as a usage error, not in every test."""
+    mode = config.getini("replay_record_mode")
+    if mode not in RECORD_MODES:
+        raise pytest.UsageError(
+            f"replay_record_mode: unknown record mode {mode!r}: use one of "
+            f"{', '.join(RECORD_MODES)}"
+        )
+    for origin, speed in (
+        ("--replay-speed", config.getoption("replay_speed")),
+        ("replay_speed", config.getini("replay_speed")),
+    ):
+        if speed is not None and speed != "instant":
+            _check_speed(origin, speed)
+
+
+def _check_speed(origin: str, speed: str) -> None:
+    from replay.clock import parse_speed
+    from replay.errors import ConfigurationError
+    from replay.session import VIRTUAL
+
+    if speed.strip().lower() == VIRTUAL:
+        return
+    try:
+        parse_speed(speed)
+    except ConfigurationError as error:
+        raise pytest.UsageError(f"{origin}: {error}") from None
 
 
 def _option(config: pytest.Config, name: str, ini: str) -> Any:
@@ -133,17 +171,37 @@ def _option(config: pytest.Config, name: str, ini: str) -> Any:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _replay_block_network(pytestconfig: pytest.Config) -> Iterator[None]:
+def _replay_run(pytestconfig: pytest.Config) -> Iterator[None]:
+    """The run's settings, imposed on every cassette session (all three forms)."""
+    from replay._suite import Imposed, imposed
+
+    run = pytestconfig.pluginmanager.get_plugin("replay-run")
+    mode = pytestconfig.getoption("record_mode")
+    settings = Imposed(
+        record_mode="all" if mode == "rewrite" else mode,
+        default_record_mode=_ini_mode(pytestconfig),
+        default_speed=pytestconfig.getoption("replay_speed") or pytestconfig.getini("replay_speed"),
+        watcher=run,
+    )
     with contextlib.ExitStack() as stack:
-        mode = pytestconfig.getoption("record_mode")
-        if mode:  # the command line binds every session: decorators and library calls too
-            stack.enter_context(forced_record_mode("all" if mode == "rewrite" else mode))
+        stack.enter_context(imposed(settings))
         if _option(pytestconfig, "block_network", "replay_block_network"):
+            from replay.network import block_network
+
             stack.enter_context(block_network(pytestconfig.getini("replay_allowed_hosts")))
         yield
 
 
+def _ini_mode(config: pytest.Config) -> str:
+    mode: str = config.getini("replay_record_mode")
+    return "all" if mode == "rewrite" else mode
+
+
 def _session_for(request: pytest.FixtureRequest, marker: pytest.Mark | None) -> CassetteSession:
+    from replay.errors import ConfigurationError
+    from replay.naming import default_cassette_path, resolve_cassette_path
+    from replay.session import use_cassette
+
     config = request.config
     options = dict(marker.kwargs) if marker else {}
     args = marker.args if marker else ()
@@ -156,22 +214,19 @@ def _session_for(request: pytest.FixtureRequest, marker: pytest.Mark | None) -> 
         path = resolve_cassette_path(named, test_path, directory)
     else:
         path = default_cassette_path(test_path, request.node.nodeid, directory, config.rootpath)
-    mode = config.getoption("record_mode") or options.pop("record_mode", None)
-    options.pop("record_mode", None)
-    mode = mode or config.getini("replay_record_mode")
-    speed = config.getoption("replay_speed") or options.pop("speed", None)
-    options.pop("speed", None)
-    speed = speed or config.getini("replay_speed")
+    chosen = options.pop("record_mode", None)
+    mode = config.getoption("record_mode") or chosen or config.getini("replay_record_mode")
     if mode == "rewrite":
         # Delete what earlier runs wrote, not what this run (or another xdist worker of it,
         # started at the same time) has just recorded into a cassette that tests share.
         started: float = config.stash[_STARTED]
         if path.exists() and path.stat().st_mtime < started:
             path.unlink()
-        mode = "all"
+    if chosen is not None:  # the run's mode, imposed on every session, may still override it
+        options["record_mode"] = "all" if chosen == "rewrite" else chosen
     options.setdefault("ignore_hosts", config.getini("replay_ignore_hosts"))
     options.setdefault("ignore_localhost", config.getini("replay_ignore_localhost"))
-    return use_cassette(path, record_mode=mode, speed=speed, **options)
+    return use_cassette(path, **options)
 
 
 @pytest.fixture
@@ -182,7 +237,8 @@ def cassette(request: pytest.FixtureRequest) -> Iterator[Cassette]:
     if active is not None:
         yield active
         return
-    yield from _activate(request, None)
+    with _session_for(request, None) as active:
+        yield active
 
 
 @pytest.fixture(autouse=True)
@@ -191,47 +247,10 @@ def _replay_marker(request: pytest.FixtureRequest) -> Iterator[None]:
     if marker is None:
         yield
         return
-    for active in _activate(request, marker):
+    __tracebackhide__ = True
+    with _session_for(request, marker) as active:
         request.node._replay_cassette = active
         yield
-
-
-def _activate(request: pytest.FixtureRequest, marker: pytest.Mark | None) -> Iterator[Cassette]:
-    __tracebackhide__ = True
-    session = _session_for(request, marker)
-    with session as active:
-        request.node._replay_session = session
-        yield active
-    unplayed = active.unplayed
-    record = SessionRecord(
-        path=_display(session.path, request.config.rootpath),
-        replayed=active.play_count,
-        recorded=len(active.recorded),
-        saved=session.saved,
-        unplayed=[f"{i.request.method} {i.request.url}" for i in unplayed],
-    )
-    # Carried on the reports, so that xdist workers' sessions reach the summary too.
-    request.node.user_properties.append(("replay", record.to_dict()))
-    if unplayed and not session.mismatches:
-        strict = _option(request.config, "strict_cassettes", "replay_strict_cassettes")
-        message = UnplayedInteractionsWarning.describe(session.path, unplayed)
-        if strict:
-            pytest.fail(message, pytrace=False)
-        warnings.warn(UnplayedInteractionsWarning(message), stacklevel=1)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    report = yield
-    session: CassetteSession | None = getattr(item, "_replay_session", None)
-    if session is not None and session.faults and report.failed:
-        report.sections.append(("replay: faults injected", "\n".join(session.injector.report())))
-    if session is not None and session.mismatches and report.failed:
-        nodeid = item.nodeid
-        lines = [str(error) for error in session.mismatches]
-        lines.append(f"To record it: pytest --record-mode=new_episodes '{nodeid}'")
-        report.sections.append(("replay: unmatched requests", "\n\n".join(lines)))
-    return report
 
 
 def _display(path: Path, rootpath: Path) -> str:
@@ -241,23 +260,119 @@ def _display(path: Path, rootpath: Path) -> str:
         return str(path)
 
 
-class _Summary:
-    """Collects every session's record from the test reports (also xdist workers') and
-    prints the summary at the end."""
+class _Run:
+    """Watches every cassette session of the run (a `replay._suite.Watcher`), puts each
+    one's record on its test's report (so that xdist workers' reach the summary too), and
+    sums them up at the end."""
 
-    def __init__(self) -> None:
-        self.log = SessionLog()
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.item: pytest.Item | None = None
+        self._log: SessionLog | None = None
+
+    @property
+    def log(self) -> SessionLog:
+        if self._log is None:
+            from replay._pytest_summary import SessionLog
+
+            self._log = SessionLog()
+        return self._log
+
+    # -- the Watcher -------------------------------------------------------------------------
+
+    def entered(self, session: CassetteSession) -> None:
+        if self.item is not None:
+            self.item.stash.setdefault(_SESSIONS, []).append(session)
+
+    def left(self, session: CassetteSession) -> None:
+        from replay._pytest_summary import SessionRecord
+
+        used = session.last_used
+        if used is None:
+            return
+        cassette, loaded = used
+        counts = cassette.play_counts
+        unplayed = [
+            (
+                index,
+                f"{cassette.interactions[index].request.method} "
+                f"{cassette.interactions[index].request.url}",
+            )
+            for index in range(loaded)
+            if counts[index] == 0
+        ]
+        record = SessionRecord(
+            path=_display(session.path, self.config.rootpath),
+            test=self.item.nodeid if self.item is not None else "",
+            replayed=cassette.play_count,
+            recorded=len(cassette.recorded),
+            saved=session.saved,
+            loaded=loaded,
+            unplayed=tuple(unplayed),
+            judged=not session.mismatches,
+        )
+        if self.item is not None:
+            self.item.user_properties.append(("replay", record.to_dict()))
+        else:
+            self.log.add(record)
+
+    # -- hooks -------------------------------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Any:
+        self.item = item
+        try:
+            return (yield)
+        finally:
+            self.item = None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item) -> Any:
+        report = yield
+        if report.failed:
+            for session in item.stash.get(_SESSIONS, []):
+                _explain_failure(item, session, report)
+        return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "teardown":
             return
         for name, value in report.user_properties:
             if name == "replay" and isinstance(value, dict):
+                from replay._pytest_summary import SessionRecord
+
                 self.log.add(SessionRecord.from_dict(value))
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(self.config, "workerinput"):  # an xdist worker: the controller judges
+            return
+        strict = _option(self.config, "strict_cassettes", "replay_strict_cassettes")
+        if strict and self._log is not None and self._log.unplayed():
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        lines = self.log.summary_lines()
-        if lines:
-            terminalreporter.write_sep("-", "replay")
-            for line in lines:
-                terminalreporter.write_line(line)
+        if self._log is None or not self._log.records:
+            return
+        terminalreporter.write_sep("-", "replay")
+        for line in self._log.summary_lines():
+            terminalreporter.write_line(line)
+        unplayed = self._log.unplayed()
+        if unplayed and _option(self.config, "strict_cassettes", "replay_strict_cassettes"):
+            for path in sorted(unplayed):
+                users = ", ".join(self._log.users(path)) or "no test"
+                terminalreporter.write_line(
+                    f"replay: error: {path} has {len(unplayed[path])} interaction(s) no test "
+                    f"played (--strict-cassettes); used by {users}",
+                    red=True,
+                )
+
+
+def _explain_failure(item: pytest.Item, session: CassetteSession, report: Any) -> None:
+    """Add what replay knows of a failed test to its report: faults, unmatched requests."""
+    if session.faults:
+        report.sections.append(("replay: faults injected", "\n".join(session.injector.report())))
+    if session.mismatches:
+        lines = [str(error) for error in session.mismatches]
+        lines.append(f"To record it: pytest --record-mode=new_episodes '{item.nodeid}'")
+        report.sections.append(("replay: unmatched requests", "\n\n".join(lines)))

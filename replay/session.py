@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from replay import patch
+from replay._suite import current
 from replay.adapters import httpx as _httpx
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed, seconds
@@ -80,8 +81,8 @@ class CassetteSession:
         self,
         path: str | Path,
         *,
-        record_mode: RecordMode | str = "once",
-        speed: SpeedLike = "instant",
+        record_mode: RecordMode | str | None = None,
+        speed: SpeedLike | None = None,
         match_on: MatchOn = DEFAULT_MATCH_ON,
         allow_playback_repeats: bool = False,
         redactor: Redactor | None = None,
@@ -91,23 +92,20 @@ class CassetteSession:
         ignore_hosts: Iterable[str] = (),
         ignore_localhost: bool = False,
     ) -> None:
-        check_mode(record_mode)
+        if record_mode is not None:
+            check_mode(record_mode)
         MatchIndex([], match_on=match_on)  # validates matcher names now, not at first request
         self.path = Path(path)
         self._requested_mode = record_mode
-        #: The record mode in force: the one asked for, unless `forced_record_mode` says else.
-        self.record_mode = record_mode
-        #: True when replay runs on virtual time (speed "virtual").
-        self.virtual_time = isinstance(speed, str) and speed.strip().lower() == VIRTUAL
-        if self.virtual_time and clock is not None:
-            raise ConfigurationError("speed 'virtual' brings its own clock: do not pass clock=")
-        self.speed = 1.0 if self.virtual_time else parse_speed(speed)
+        #: The record mode in force: the one asked for, unless a test run imposes another
+        #: (`replay._suite`); "once" when none was asked for.
+        self.record_mode = in_force(record_mode)
+        self._requested_speed = speed
+        self._given_clock = clock
+        self._use_speed("instant" if speed is None else speed)
         self.match_on = tuple(match_on)
         self.allow_playback_repeats = allow_playback_repeats
         self.redactor = redactor or Redactor()
-        self.clock: Clock = VirtualTime() if self.virtual_time else (clock or MonotonicClock())
-        #: What recordings stamp chunks with: real time, even in a virtual-time session.
-        self.record_clock: Clock | None = RealClock() if self.virtual_time else None
         #: The faults applied to what this session replays (the pytest plugin reports them).
         self.faults: tuple[Fault, ...] = coerce(faults)
         #: Seconds the exit waits for recordings still streaming before it ends them.
@@ -128,11 +126,31 @@ class CassetteSession:
         #: Whether the last exit wrote the cassette file.
         self.saved = False
 
+    def _use_speed(self, speed: SpeedLike) -> None:
+        """Set the speed, and the clocks it needs."""
+        #: True when replay runs on virtual time (speed "virtual").
+        self.virtual_time = isinstance(speed, str) and speed.strip().lower() == VIRTUAL
+        if self.virtual_time and self._given_clock is not None:
+            raise ConfigurationError("speed 'virtual' brings its own clock: do not pass clock=")
+        self.speed = 1.0 if self.virtual_time else parse_speed(speed)
+        self.clock: Clock = (
+            VirtualTime() if self.virtual_time else (self._given_clock or MonotonicClock())
+        )
+        #: What recordings stamp chunks with: real time, even in a virtual-time session.
+        self.record_clock: Clock | None = RealClock() if self.virtual_time else None
+
     @property
     def injector(self) -> Injector:
         """The faults with the attempts each interaction had in the current (or last) use."""
         player = self._player or self._last_player
         return player.injector if player is not None else Injector(self.faults)
+
+    @property
+    def last_used(self) -> tuple[Cassette, int] | None:
+        """The cassette of the current (or last) use, and how many of its interactions were
+        loaded from the file (the rest were recorded in that use); None before any use."""
+        player = self._player or self._last_player
+        return None if player is None else (player.cassette, self._loaded)
 
     @property
     def read_on_loop(self) -> list[str]:
@@ -154,6 +172,9 @@ class CassetteSession:
     def __enter__(self) -> Cassette:
         cassette = self._open()
         patch.install(self)
+        watcher = current().watcher
+        if watcher is not None:
+            watcher.entered(self)
         return cassette
 
     def __exit__(
@@ -203,6 +224,9 @@ class CassetteSession:
         if self.cassette is not None:
             raise ConfigurationError(f"cassette {str(self.path)!r} is already in use")
         self.saved = False
+        run = current()
+        if self._requested_speed is None and run.default_speed is not None:
+            self._use_speed(run.default_speed)  # a speed chosen here wins over the run's
         existed = self.path.exists()
         interactions = load_interactions(self.path) if existed else []
         self._loaded = len(interactions)
@@ -243,6 +267,9 @@ class CassetteSession:
             replace = self.match_on if self.record_mode == "all" else None
             merge(self.path, cassette.recorded, replacing=replace)
             self.saved = True
+        watcher = current().watcher
+        if watcher is not None:
+            watcher.left(self)
 
     def after_fork(self) -> None:
         """In a forked child: forget what the parent recorded (the parent saves it) and its
@@ -275,11 +302,11 @@ class CassetteSession:
         return CassetteSession(
             self.path,
             record_mode=self._requested_mode,
-            speed=VIRTUAL if self.virtual_time else self.speed,
+            speed=self._requested_speed,
             match_on=self.match_on,
             allow_playback_repeats=self.allow_playback_repeats,
             redactor=self.redactor,
-            clock=None if self.virtual_time else self.clock,
+            clock=self._given_clock,
             faults=self.faults,
             finish_timeout=self.finish_timeout,
             ignore_hosts=self.ignore_hosts,
@@ -345,8 +372,8 @@ class CassetteSession:
 def use_cassette(
     path: str | Path,
     *,
-    record_mode: RecordMode | str = "once",
-    speed: SpeedLike = "instant",
+    record_mode: RecordMode | str | None = None,
+    speed: SpeedLike | None = None,
     match_on: Sequence[str | Callable[[Any, Any], Any]] = DEFAULT_MATCH_ON,
     allow_playback_repeats: bool = False,
     redact_headers: Sequence[str] = (),
@@ -366,7 +393,10 @@ def use_cassette(
     Args:
         path: the cassette file (msgpack).
         record_mode: "none", "once" (default), "new_episodes" or "all" — vcrpy's meanings.
-        speed: replay speed: 1 = as recorded, 10 = ten times faster, "instant" (default);
+            Under pytest, `--record-mode` overrides it, and the ini file's mode is the
+            default.
+        speed: replay speed: 1 = as recorded, 10 = ten times faster, "instant" (the
+            default; under pytest, `--replay-speed` or the ini file's is the default);
             "virtual": as recorded on virtual time — no waiting, yet `time.monotonic`,
             `perf_counter`, `time` and asyncio's loop time move by the recorded gaps while
             the session is active (see `replay.vtime` for how, and its limits).

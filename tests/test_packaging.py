@@ -21,3 +21,12 @@ def test_the_distribution_is_replay_http_and_provides_the_command_and_plugin() -
 
 def test_install_hints_name_the_distribution() -> None:
     assert install_hint("serve") == "pip install 'replay-http[serve]'"
+
+
+def test_every_public_name_resolves() -> None:
+    # The package imports its names on first use (see replay/__init__.py): each must resolve,
+    # and each lazily imported name must be public. (ruff's RUF022 keeps __all__ sorted.)
+    assert set(replay.__all__) == set(replay._LAZY) | {"__version__"}
+    for name in replay.__all__:
+        assert getattr(replay, name) is not None, name
+    assert set(replay.__all__) <= set(dir(replay))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -272,7 +273,7 @@ def test_mismatch_failure_names_request_cassette_nearest_and_command(
     )
 
 
-def test_unplayed_interactions_warn_and_strict_fails(
+def test_unplayed_interactions_are_listed_and_strict_fails_the_run(
     pytester: pytest.Pytester, fast_origin: Origin
 ) -> None:
     body = (
@@ -292,11 +293,54 @@ def test_unplayed_interactions_warn_and_strict_fails(
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ONLY_ONE", "1")
         result = run(pytester, "--record-mode=none")
-        result.assert_outcomes(passed=1, warnings=1)
-        result.stdout.fnmatch_lines(["*UnplayedInteractionsWarning*1 unplayed*test_hello.msgpack*"])
         strict = run(pytester, "--record-mode=none", "--strict-cassettes")
-    strict.assert_outcomes(passed=1, errors=1)
-    strict.stdout.fnmatch_lines(["*1 unplayed interaction*"])
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        ["unplayed interactions: 1", "  cassettes/test_llm/test_hello.msgpack: POST */v1/responses"]
+    )
+    strict.assert_outcomes(passed=1)
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    strict.stdout.fnmatch_lines(
+        [
+            "replay: error: cassettes/test_llm/test_hello.msgpack has 1 interaction(s) no test "
+            "played (--strict-cassettes); used by test_llm.py::test_hello"
+        ]
+    )
+
+
+SHARED = (
+    STREAM
+    + """
+    @pytest.mark.use_cassette("shared", record_mode="new_episodes")
+    def test_one():
+        stream("one")
+
+    @pytest.mark.use_cassette("shared", record_mode="new_episodes")
+    def test_two():
+        stream("two")
+
+    @replay.use_cassette("cassettes/test_llm/shared.msgpack")  # the run's directory
+    def test_library_form_too():
+        stream("one")
+    """
+)
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one-process", "xdist"])
+def test_a_shared_cassette_is_judged_once_per_file(
+    pytester: pytest.Pytester, fast_origin: Origin, workers: tuple[str, ...]
+) -> None:
+    # Each test plays its own interaction of the shared file: none is unplayed by the run,
+    # though each test alone leaves the other's.
+    write_test(pytester, fast_origin.url, SHARED)
+    run(pytester).assert_outcomes(passed=3)
+    strict = run(pytester, *workers, "--record-mode=none", "--strict-cassettes")
+    strict.assert_outcomes(passed=3)
+    assert strict.ret == 0
+    strict.stdout.fnmatch_lines(
+        ["cassettes used: 1; interactions replayed: 3, recorded: 0", "unplayed interactions: 0"]
+    )
 
 
 def test_terminal_summary_counts_cassettes_and_files(
@@ -514,3 +558,90 @@ def test_pytest_recording_and_replay_share_record_mode(
     result.stdout.fnmatch_lines(["*CassetteMismatchError: POST*has no match*(record mode 'none')"])
     assert fast_origin.requests == []
     assert "already used" not in result.stderr.str()
+
+
+GAPPED = Script(chunks=[(0.0, b"data: a\n\n"), (0.6, b"data: b\n\n")])
+
+SPEEDS = """
+import os, time
+
+def timed_stream():
+    real, seen = os.times().elapsed, time.monotonic()  # os.times: never virtual
+    with httpx.Client() as client:
+        with client.stream("GET", ORIGIN + "/gapped") as response:
+            b"".join(response.iter_raw())
+    return os.times().elapsed - real, time.monotonic() - seen
+
+@pytest.mark.use_cassette(speed="virtual")
+def test_marker_keeps_its_virtual_time():
+    real, seen = timed_stream()
+    assert (seen >= 0.55 and real < 0.45) or os.environ.get("RECORDING"), (real, seen)
+
+@replay.use_cassette("cassettes/library.msgpack")
+def test_library_form_takes_the_runs_speed():
+    real, seen = timed_stream()
+    assert real >= 0.5 or os.environ.get("RECORDING"), (real, seen)
+"""
+
+
+def test_a_chosen_speed_wins_and_the_runs_speed_reaches_the_library_form(
+    pytester: pytest.Pytester,
+) -> None:
+    with Origin({"/gapped": GAPPED}) as origin:
+        write_test(pytester, origin.url, SPEEDS)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("RECORDING", "1")
+            run(pytester).assert_outcomes(passed=2)
+    result = run(pytester, "--record-mode=none", "--replay-speed=1")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["cassettes used: 2; interactions replayed: 2, recorded: 0"])
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        pytest.param(
+            ("--replay-speed=fast",), "*--replay-speed: *'fast'*", id="command-line-speed"
+        ),
+        pytest.param(
+            ("-o", "replay_record_mode=onse"),
+            "*replay_record_mode: unknown record mode 'onse': use one of none, once, "
+            "new_episodes, all, rewrite*",
+            id="ini-record-mode",
+        ),
+        pytest.param(("-o", "replay_speed=slow"), "*replay_speed: *'slow'*", id="ini-speed"),
+    ],
+)
+def test_bad_settings_are_a_usage_error_at_start_up(
+    pytester: pytest.Pytester, arguments: tuple[str, ...], message: str
+) -> None:
+    write_test(pytester, "http://127.0.0.1:9", "def test_never_runs():\n    pass\n")
+    result = run(pytester, *arguments)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "test_never_runs" not in result.stdout.str()
+
+
+def test_the_plugin_loads_none_of_the_library_in_a_run_that_uses_no_cassette(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every pytest run of a project that installs replay loads the plugin: it must cost next
+    # to nothing there. Only replay's plugin is loaded, so what is imported is its doing.
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makeconftest(
+        """
+        import sys, time
+        def pytest_collection_finish(session):
+            heavy = ("httpx", "httpx2", "asyncio", "anyio", "attrs", "msgpack", "replay.session")
+            print("loaded:", sorted(name for name in heavy if name in sys.modules))
+        """
+    )
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "replay.pytest_plugin", "--co", timeout=120)
+    result.stdout.fnmatch_lines(["loaded: []"])
+    # The import itself, timed in a fresh interpreter with pytest already loaded: ~3 ms on
+    # a quiet machine; the bound is generous for a busy one.
+    timing = "import pytest, time; t = time.perf_counter(); import replay.pytest_plugin; "
+    timing += "print(time.perf_counter() - t)"
+    seconds = float(pytester.run(sys.executable, "-c", timing).outlines[-1])
+    assert seconds < 0.1

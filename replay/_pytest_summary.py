@@ -1,0 +1,115 @@
+"""What a pytest run's cassette sessions did, summed up: the `replay` section of the summary.
+
+Each session leaves a `SessionRecord` (plain data, so that pytest-xdist carries it from the
+workers on the test reports); `SessionLog` adds them up. Unplayed interactions are judged
+once per cassette file at the end of the run, not per session: a cassette shared by several
+tests is judged on what all of them played.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["SessionLog", "SessionRecord"]
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """One use of one cassette.
+
+    Attributes:
+        path: the cassette, as shown (relative to the rootdir when under it).
+        test: the test that used it (its node id), "" outside any test.
+        replayed: the plays of this use.
+        recorded: the interactions it recorded.
+        saved: whether it wrote the file.
+        loaded: how many interactions it loaded from the file.
+        unplayed: the loaded interactions it did not play, as [index, "METHOD URL"].
+        judged: False when a request had no match: what it left unplayed says nothing then.
+    """
+
+    path: str
+    test: str = ""
+    replayed: int = 0
+    recorded: int = 0
+    saved: bool = False
+    loaded: int = 0
+    unplayed: tuple[tuple[int, str], ...] = ()
+    judged: bool = True
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain data (what xdist can serialize)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SessionRecord:
+        """The inverse of `to_dict`."""
+        unplayed = tuple((int(index), str(request)) for index, request in data["unplayed"])
+        return cls(**{**data, "unplayed": unplayed})
+
+
+@dataclass
+class SessionLog:
+    """The records of every session of a run."""
+
+    records: list[SessionRecord] = field(default_factory=list)
+
+    def add(self, record: SessionRecord) -> None:
+        """Add one session's record."""
+        self.records.append(record)
+
+    def unplayed(self) -> dict[str, list[str]]:
+        """Per cassette file, the interactions no session of the run played.
+
+        A file a session could not fully match (a mismatch) is left out.
+        """
+        by_path: dict[str, list[SessionRecord]] = {}
+        for record in self.records:
+            by_path.setdefault(record.path, []).append(record)
+        found = {}
+        for path, records in by_path.items():
+            if all(record.judged for record in records):
+                left = _never_played(records)
+                if left:
+                    found[path] = left
+        return found
+
+    def users(self, path: str) -> list[str]:
+        """The tests that used the cassette at `path`."""
+        return sorted({record.test for record in self.records if record.path == path} - {""})
+
+    def summary_lines(self) -> list[str]:
+        """The terminal summary: cassettes, interactions replayed and recorded, files, unplayed."""
+        records = self.records
+        if not records:
+            return []
+        paths = {r.path for r in records}
+        written = sorted({r.path for r in records if r.saved})
+        lines = [
+            f"cassettes used: {len(paths)}; interactions replayed: "
+            f"{sum(r.replayed for r in records)}, recorded: {sum(r.recorded for r in records)}",
+            f"files written: {len(written)}",
+        ]
+        lines.extend(f"  {path}" for path in written)
+        unplayed = self.unplayed()
+        lines.append(f"unplayed interactions: {sum(len(left) for left in unplayed.values())}")
+        for path, requests in sorted(unplayed.items()):
+            lines.extend(_unplayed_lines(path, requests))
+        return lines
+
+
+def _never_played(records: Iterable[SessionRecord]) -> list[str]:
+    """The interactions of one file that every session which loaded them left unplayed."""
+    played: set[int] = set()
+    left: dict[int, str] = {}
+    for record in records:
+        unplayed = dict(record.unplayed)
+        played.update(index for index in range(record.loaded) if index not in unplayed)
+        left.update(unplayed)
+    return [request for index, request in sorted(left.items()) if index not in played]
+
+
+def _unplayed_lines(path: str, requests: Iterable[str]) -> list[str]:
+    return [f"  {path}: {request}" for request in requests]
