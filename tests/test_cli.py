@@ -54,3 +54,39 @@ def test_error_is_one_line_without_traceback(tmp_path: Path) -> None:
     assert result.stderr.strip().splitlines()[-1].startswith("replay: error: cannot read cassette")
     assert "Traceback" not in result.stderr
     assert broken.read_bytes() == b"\x85garbage"
+
+
+def test_a_mistyped_option_is_one_line_then_its_verbs_usage() -> None:
+    result = run_replay("show", "cassette.msgpack", "--bogus")
+    assert result.returncode == 2
+    first, second = result.stderr.splitlines()[:2]
+    assert first == "replay: error: unrecognized arguments: --bogus"
+    assert second.startswith("usage: replay show ")
+
+
+def test_a_mistyped_verb_gets_a_suggestion() -> None:
+    result = run_replay("shwo", "cassette.msgpack")
+    assert result.returncode == 2
+    assert (
+        result.stderr.splitlines()[0] == "replay: error: unknown verb 'shwo': did you mean 'show'?"
+    )
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    # `replay show C --events | head`: the pipe closes long before the output ends.
+    cassette = tmp_path / "long.msgpack"
+    built = run_replay("synth", "chat", str(cassette), "--text", "word " * 2_000)
+    assert built.returncode == 0, built.stderr
+    show = subprocess.Popen(
+        [sys.executable, "-m", "replay.cli", "show", str(cassette), "--events"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert show.stdout is not None
+    assert show.stderr is not None
+    show.stdout.close()  # what head does after its lines; here before the first write, since
+    # a pipe's buffer may hold all of it (a few MB on some kernels)
+    returncode = show.wait(timeout=60)
+    with show.stderr:
+        assert show.stderr.read() == b""
+    assert returncode == 141  # 128 + SIGPIPE, as a Unix tool killed by it

@@ -1,16 +1,22 @@
 """The `replay` command. Thin: parses arguments, calls the library, prints.
 
-Errors of the library become one line on stderr and exit status 1 (argparse's usage errors
-exit 2); `--debug` shows the traceback instead. Each family of verbs has its module here
-(`_record_run`, `_show_play`, `_convert`, `_check_diff_synth`, `_serve_proxy`, `_demo`):
-its parsers and its handlers; this one puts them together and runs one.
+Errors of the library become one line on stderr and exit status 1; usage errors are one
+line too (then the usage of the verb concerned), with exit status 2; `--debug` shows the
+traceback instead. A closed stdout (`replay show C | head`) ends the command quietly. Each
+family of verbs has its module here (`_record_run`, `_show_play`, `_convert`,
+`_check_diff_synth`, `_serve_proxy`, `_demo`): its parsers and its handlers; this one puts
+them together and runs one.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import NoReturn
 
 from replay import __version__
 from replay.cli import (
@@ -49,8 +55,24 @@ _COMMANDS: dict[str, Command] = {
 }
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors in replay's form: one line, then the usage to follow."""
+
+    #: The verbs' parsers, by name (on the top-level parser).
+    verbs: Mapping[str, argparse.ArgumentParser]
+
+    def error(self, message: str) -> NoReturn:
+        if "invalid choice" in message and "argument VERB" in message:
+            typed = message.split("invalid choice: ", 1)[1].split(" ", 1)[0].strip("'")
+            near = difflib.get_close_matches(typed, _COMMANDS, n=1)
+            message = f"unknown verb {typed!r}" + (f": did you mean {near[0]!r}?" if near else "")
+        sys.stderr.write(f"replay: error: {message}\n")
+        self.print_usage(sys.stderr)
+        sys.exit(2)
+
+
+def _parser() -> _Parser:
+    parser = _Parser(
         prog="replay",
         description="Record and replay streaming HTTP (Server-Sent Events) with its timing.",
         epilog=_EPILOG,
@@ -61,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     for family in _FAMILIES:
         family.add_verbs(verbs)
+    parser.verbs = verbs.choices
     return parser
 
 
@@ -77,13 +100,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the `replay` command; returns the exit status."""
     arguments = sys.argv[1:] if argv is None else list(argv)
     own, command = _split_command(arguments)
-    args = _parser().parse_args(own)
+    args = _parse(own)
     if args.verb in ("record", "run"):
         args.command = [*args.command, *(command or [])]
     elif command is not None:  # "--" means to other verbs what it means to argparse
-        args = _parser().parse_args(arguments)
+        args = _parse(arguments)
     try:
         return _COMMANDS[args.verb](args)
+    except BrokenPipeError:
+        return _quietly_closed()
     except (ReplayError, OSError) as error:
         if args.debug:
             raise
@@ -92,3 +117,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _parse(arguments: list[str]) -> argparse.Namespace:
+    """The parsed arguments; a mistyped option is reported with its verb's usage."""
+    parser = _parser()
+    args, unknown = parser.parse_known_args(arguments)
+    if unknown:
+        parser.verbs[args.verb].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+def _quietly_closed() -> int:
+    """stdout was closed by its reader (`| head`): stop, as Unix tools do, without a word.
+
+    What is still buffered goes nowhere (stdout is pointed at devnull), so that the flush at
+    exit does not fail a second time.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + signal.SIGPIPE

@@ -57,7 +57,7 @@ def command_of(args: argparse.Namespace) -> list[str]:
     """The program to run, as given after `--`; exits with a usage error when there is none."""
     command = list(args.command)
     if not command:
-        raise SystemExit(f"replay {args.verb}: error: no command given: add -- CMD [ARGS...]")
+        raise SystemExit(f"replay: error: {args.verb}: no command given: add -- CMD [ARGS...]")
     return command
 
 
