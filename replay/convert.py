@@ -81,12 +81,16 @@ class SourceCassette:
     source_format: str
 
 
-def convert(src: str | Path, dst: str | Path) -> SourceCassette:
+def convert(src: str | Path, dst: str | Path, *, overwrite: bool = False) -> SourceCassette:
     """Convert the cassette `src` into `dst`, each format chosen by its file's suffix.
 
     Suffixes: `.msgpack` (replay's format), `.yaml` / `.yml` (vcrpy, or pydantic-ai's
     serializer), `.json` (replay's JSON export, or a vcrpy JSON cassette); the text formats
-    may be gzip-compressed, named `.yaml.gz` and so on. `dst` is replaced if it exists.
+    may be gzip-compressed, named `.yaml.gz` and so on.
+
+    Args:
+        overwrite: replace `dst` if it exists. Off by default: a converted cassette may hold
+            less than the one it would replace (a vcrpy cassette has no timing).
 
     Returns:
         The source as read (see `read_cassette`): its interactions and the variant it was.
@@ -94,10 +98,13 @@ def convert(src: str | Path, dst: str | Path) -> SourceCassette:
     Raises:
         ConfigurationError: a suffix names no format.
         FileNotFoundError: there is no `src`.
+        FileExistsError: `dst` exists, and `overwrite` is not set.
         CassetteFormatError: `src` is not a cassette of the format its suffix names.
     """
     src, dst = Path(src), Path(dst)
     suffix, compressed = _format_of(dst)  # before reading: a bad destination wastes nothing
+    if dst.exists() and not overwrite:
+        raise FileExistsError(f"{dst} already exists: pass overwrite=True to replace it")
     source = read_cassette(src)
     if suffix == ".msgpack":
         save_interactions(dst, source.interactions)

@@ -397,3 +397,30 @@ def test_a_recording_the_session_stopped_survives_the_json_export() -> None:
     response = Response(status=200, chunks=[Chunk(0.5, b"x")], end=end)
     interaction = Interaction(Request(method="GET", url="https://a.test/"), response)
     assert import_json(export_json([interaction])) == [interaction]
+
+
+def test_an_existing_destination_is_kept_unless_overwrite(tmp_path: Path) -> None:
+    # A timed cassette must not be replaced, unasked, by one converted from untimed YAML.
+    Cassette(hand_built()).save(tmp_path / "a.msgpack")
+    convert(tmp_path / "a.msgpack", tmp_path / "a.yaml")
+    timed = (tmp_path / "a.msgpack").read_bytes()
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        convert(tmp_path / "a.yaml", tmp_path / "a.msgpack")
+    assert (tmp_path / "a.msgpack").read_bytes() == timed
+    convert(tmp_path / "a.yaml", tmp_path / "a.msgpack", overwrite=True)
+    assert (tmp_path / "a.msgpack").read_bytes() != timed
+
+
+def test_the_cli_refuses_an_existing_destination_without_force(tmp_path: Path) -> None:
+    Cassette(hand_built()).save(tmp_path / "a.msgpack")
+    (tmp_path / "a.yaml").write_text("kept")
+    command = [sys.executable, "-m", "replay.cli", "convert", "a.msgpack", "a.yaml"]
+    refused = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert refused.returncode == 1
+    assert refused.stderr == "replay: error: a.yaml already exists: add --force to replace it\n"
+    assert (tmp_path / "a.yaml").read_text() == "kept"
+    forced = subprocess.run(
+        [*command, "--force"], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert forced.returncode == 0, forced.stderr
+    assert (tmp_path / "a.yaml").read_text() != "kept"

@@ -25,12 +25,17 @@ def add_verbs(verbs: Verbs) -> None:
     )
     convert.add_argument("src", type=Path, metavar="SRC")
     convert.add_argument("dst", type=Path, metavar="DST")
+    convert.add_argument("--force", action="store_true", help="replace DST if it exists")
 
 
 def _convert(args: argparse.Namespace) -> int:
     from replay.convert import convert
+    from replay.errors import ConfigurationError
 
-    source = convert(args.src, args.dst)
+    try:
+        source = convert(args.src, args.dst, overwrite=args.force)
+    except FileExistsError:
+        raise ConfigurationError(f"{args.dst} already exists: add --force to replace it") from None
     count = len(source.interactions)
     plural = "" if count == 1 else "s"
     print(
