@@ -90,3 +90,15 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> N
     with show.stderr:
         assert show.stderr.read() == b""
     assert returncode == 141  # 128 + SIGPIPE, as a Unix tool killed by it
+
+
+def test_show_of_a_yaml_cassette_says_how_to_convert_it(tmp_path: Path) -> None:
+    yaml_cassette = tmp_path / "chat.yaml"
+    yaml_cassette.write_text("interactions: []\nversion: 1\n")
+    result = run_replay("show", str(yaml_cassette))
+    assert result.returncode == 1
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("replay: error: cannot read cassette")
+    assert line.endswith(
+        f"Convert it first: replay convert {yaml_cassette} {tmp_path / 'chat.msgpack'}"
+    )

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import TypeAlias
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:
+    from replay.cassette import Cassette
 
 __all__ = [
     "Command",
@@ -14,6 +18,7 @@ __all__ = [
     "add_fault_option",
     "command_of",
     "formatter",
+    "load_cassette",
     "verb",
 ]
 
@@ -90,3 +95,26 @@ def add_ignore_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="let requests to loopback hosts go live, unrecorded",
     )
+
+
+def load_cassette(path: Path) -> Cassette:
+    """`Cassette.load(path)`; a file of a text format gets the command that converts it.
+
+    Raises:
+        CassetteFormatError: `path` is not a replay cassette.
+    """
+    from replay.cassette import Cassette
+    from replay.errors import CassetteFormatError
+
+    try:
+        return Cassette.load(path)
+    except CassetteFormatError as error:
+        plain = path.name.lower().removesuffix(".gz")
+        if not plain.endswith((".yaml", ".yml", ".json")):
+            raise
+        target = Path(str(path)[: -len(".gz")] if path.name.endswith(".gz") else path)
+        raise CassetteFormatError(
+            path,
+            f"{error.problem}; a vcrpy or JSON cassette? Convert it first: "
+            f"replay convert {path} {target.with_suffix('.msgpack')}",
+        ) from None

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from replay.cli._args import Command, Verbs, add_fault_option, verb
+from replay.cli._args import Command, Verbs, add_fault_option, load_cassette, verb
 
 __all__ = ["COMMANDS", "add_verbs"]
 
@@ -44,9 +44,8 @@ def add_verbs(verbs: Verbs) -> None:
 
 def _show(args: argparse.Namespace) -> int:
     from replay import describe
-    from replay.cassette import Cassette
 
-    cassette = Cassette.load(args.cassette)
+    cassette = load_cassette(args.cassette)
     if args.events:
         text = describe.events(cassette)
     elif args.raw:
@@ -63,9 +62,8 @@ def _show(args: argparse.Namespace) -> int:
 
 def _play(args: argparse.Namespace) -> int:
     from replay import describe
-    from replay.cassette import Cassette
 
-    cassette = Cassette.load(args.cassette)
+    cassette = load_cassette(args.cassette)
     out = sys.stdout.buffer
     describe.play(cassette, args.interaction, args.speed, out, faults=args.faults)
     return 0
