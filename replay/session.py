@@ -121,6 +121,7 @@ class CassetteSession:
         self._may_replay = False
         self._may_record = False
         self._loaded = 0
+        self._existed = False
         self._last_player: Player | None = None
         self._last_tape: Tape | None = None
         #: Whether the last exit wrote the cassette file.
@@ -227,7 +228,7 @@ class CassetteSession:
         run = current()
         if self._requested_speed is None and run.default_speed is not None:
             self._use_speed(run.default_speed)  # a speed chosen here wins over the run's
-        existed = self.path.exists()
+        existed = self._existed = self.path.exists()
         interactions = load_interactions(self.path) if existed else []
         self._loaded = len(interactions)
         self.record_mode = mode = in_force(self._requested_mode)
@@ -335,7 +336,10 @@ class CassetteSession:
             raise ConfigurationError(f"cassette {str(self.path)!r} is no longer in use")
         if self._may_record:
             return player.find(request)
-        return player.take(request, reason=why_not_recorded(self.record_mode))
+        reason = why_not_recorded(self.record_mode)
+        if not self._existed:  # a typo in the path, most likely: say so before anything else
+            reason = f"The cassette file {str(self.path)!r} does not exist. {reason}"
+        return player.take(request, reason=reason)
 
     def schedule(self) -> Schedule | None:
         """The deadlines of a response whose request is sent now (None at instant speed)."""

@@ -88,12 +88,15 @@ def test_mode_none_refuses_unmatched_requests_before_connecting(
 
     with (
         replay.use_cassette(cassette_path, record_mode="none"),
-        pytest.raises(replay.CassetteMismatchError),
+        pytest.raises(replay.CassetteMismatchError) as caught,
     ):
         ask(origin.url, "unknown")
 
     assert origin.requests == []
     assert cassette_path.exists() == file_exists
+    # A missing file is most likely a typo in its path: the error says so, naming it.
+    missing = f"The cassette file {str(cassette_path)!r} does not exist."
+    assert (missing in str(caught.value)) != file_exists
 
 
 def test_mode_none_replays_what_matches(origin: Origin, cassette_path: Path) -> None:
