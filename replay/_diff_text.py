@@ -52,7 +52,14 @@ def _interaction_lines(item: InteractionDiff) -> list[str]:
 
 def _verdict(item: InteractionDiff) -> str:
     if item.differs:
-        parts = [("events", item.changes), ("texts", item.texts), ("response", item.notes)]
+        asked = [note for note in item.notes if note.startswith("request")]
+        answered = [note for note in item.notes if not note.startswith("request")]
+        parts = [
+            ("request", asked),
+            ("events", item.changes),
+            ("texts", item.texts),
+            ("response", answered),
+        ]
         return "differs: " + ", ".join(word for word, present in parts if present)
     same = "same events and texts" if item.events_a else "same response"
     return same + (", different timing" if item.timing_differs else "")

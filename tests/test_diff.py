@@ -166,6 +166,8 @@ def test_requests_are_compared_by_method_url_and_body_as_json() -> None:
         f"request: POST {a.request.url} in A, POST {a.request.url}?x=1 in B",
     )
     assert not compare(a, c).differs
+    # Only the request differs: the verdict says so, not "response".
+    assert f"#0 POST {a.request.url}: differs: request" in format_diff(compare(a, b)).splitlines()
 
 
 # --- timing and texts ---------------------------------------------------------------------
