@@ -11,6 +11,7 @@ change no other column shows (a reworded prompt, a moved chunk) still shows in a
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterable
 from typing import BinaryIO
@@ -20,6 +21,7 @@ import attrs
 from replay import framing
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
+from replay.dialects.texts import event_pieces
 from replay.engine import Data, End, Player, Stepper, step_sync
 from replay.errors import ConfigurationError
 from replay.faults import FaultLike
@@ -31,7 +33,10 @@ __all__ = ["DATA_WIDTH", "events", "play", "raw", "table", "to_json"]
 #: Event data longer than this is cut (with "...") in the `events` view.
 DATA_WIDTH = 100
 
-_ROW = "{:>3}  {:<7}  {:>6}  {:>6}  {:>9}  {:>9}  {:>11}  {:>6}  {:<9}  {:<12}  {}"
+_ROW = "{:>3}  {:<7}  {:>6}  {:>6}  {:>9}  {:>9}  {:>11}  {:>6}  {:<20}  {:<12}  {}"
+#: The width of the `end` column: the longest error names of the libraries served fit
+#: (`ChunkedEncodingError`); a longer one is cut, its end shown by "~".
+_END_WIDTH = 20
 _HEADER = _ROW.format(
     "#", "method", "status", "chunks", "bytes", "ttfb_ms", "duration_ms", "events", "end",
     "digest", "url",
@@ -116,7 +121,8 @@ def _event_count(response: Response) -> tuple[str, str | None]:
 
 def _end_name(end: StreamEnd) -> str:
     if end.error is not None:
-        return end.error
+        name = end.error
+        return name if len(name) <= _END_WIDTH else name[: _END_WIDTH - 1] + "~"
     return "truncated" if end.truncated else "eof"
 
 
@@ -124,21 +130,23 @@ def _digest(interaction: Interaction) -> str:
     return hashlib.sha256(dumps([interaction])).hexdigest()[:12]
 
 
-def events(cassette: Cassette) -> str:
+def events(cassette: Cassette, width: int = DATA_WIDTH) -> str:
     """Each interaction's line, then its events (SSE or NDJSON): time (s), name, data.
 
-    Data longer than `DATA_WIDTH` characters is cut; line breaks and control characters are
+    An event that adds to the stream's text (a delta of an LLM dialect: text, reasoning, a
+    tool call's arguments) shows that piece first, quoted, then its data. What follows the
+    name is cut at `width` characters (0: never); line breaks and control characters are
     shown escaped (`\\n`). The last line of each interaction tells how and when it ended.
     """
     lines: list[str] = []
     for index, interaction in enumerate(cassette.interactions):
-        lines.extend(_interaction_events(index, interaction))
+        lines.extend(_interaction_events(index, interaction, width))
     if not cassette.interactions:
         lines.append("(no interactions)")
     return printable("\n".join(lines)) + "\n"
 
 
-def _interaction_events(index: int, interaction: Interaction) -> list[str]:
+def _interaction_events(index: int, interaction: Interaction, width: int) -> list[str]:
     request, response = interaction.request, interaction.response
     lines = [f"#{index} {request.method} {request.url} -> {response.status}"]
     kind = framing.detect(response)
@@ -151,24 +159,26 @@ def _interaction_events(index: int, interaction: Interaction) -> list[str]:
         except ValueError as error:
             lines.append(f"  (the body cannot be decoded: {error})")
         else:
-            lines.extend(_event_lines(timed))
+            lines.extend(_event_lines(timed, width))
     lines.append(f"  {response.end.at:8.3f}  ({_end_description(response.end)})")
     return lines
 
 
-def _event_lines(timed: list[TimedEvent]) -> list[str]:
+def _event_lines(timed: list[TimedEvent], width: int) -> list[str]:
     if not timed:
         return ["  (no events)"]
-    width = min(32, max(len(event.event) for event in timed))
-    return [
-        f"  {event.at:8.3f}  {event.event:<{width}}  {_one_line(event.data, DATA_WIDTH)}".rstrip()
-        for event in timed
-    ]
+    names = min(32, max(len(event.event) for event in timed))
+    pieces = event_pieces(timed)
+    lines = []
+    for event, piece in zip(timed, pieces, strict=True):
+        shown = f"{json.dumps(piece, ensure_ascii=False)}  {event.data}" if piece else event.data
+        lines.append(f"  {event.at:8.3f}  {event.event:<{names}}  {_one_line(shown, width)}")
+    return [line.rstrip() for line in lines]
 
 
 def _one_line(text: str, limit: int) -> str:
     escaped = text.translate(_ESCAPES)
-    return escaped if len(escaped) <= limit else escaped[: limit - 3] + "..."
+    return escaped if not limit or len(escaped) <= limit else escaped[: limit - 3] + "..."
 
 
 def _end_description(end: StreamEnd) -> str:

@@ -102,3 +102,13 @@ def test_show_of_a_yaml_cassette_says_how_to_convert_it(tmp_path: Path) -> None:
     assert line.endswith(
         f"Convert it first: replay convert {yaml_cassette} {tmp_path / 'chat.msgpack'}"
     )
+
+
+def test_show_events_width_widens_or_is_refused(tmp_path: Path) -> None:
+    cassette = tmp_path / "r.msgpack"
+    assert run_replay("synth", "responses", str(cassette), "--text", "Hi").returncode == 0
+    whole = run_replay("show", str(cassette), "--events", "--width", "0")
+    assert any(line.endswith('"delta":"Hi","logprobs":[]}') for line in whole.stdout.splitlines())
+    refused = run_replay("show", str(cassette), "--events", "--width", "wide")
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines()[0].startswith("replay: error: argument --width: 'wide'")

@@ -182,7 +182,15 @@ def test_changing_one_interaction_changes_only_its_row() -> None:
 def test_every_row_is_aligned_with_the_header() -> None:
     lines = describe.table(hand_built()).splitlines()
     url_column = lines[0].index("url")
-    assert all(line.index("http") == url_column for line in lines[1:] if "Error" not in line)
+    # The longest error names of the served libraries fit the `end` column too.
+    assert all(line.index("http") == url_column for line in lines[1:])
+    long_error = attrs.evolve(hand_built().interactions[1].response.end, error="E" * 30)
+    cut = attrs.evolve(hand_built().interactions[1].response, end=long_error)
+    (line,) = describe.table(Cassette([Interaction(sse_interaction().request, cut)])).splitlines()[
+        1:
+    ]
+    assert line.index("http") == url_column
+    assert "E" * 19 + "~" in line
 
 
 def test_table_of_an_empty_cassette_says_so() -> None:
@@ -206,6 +214,21 @@ def test_events_cuts_long_data_to_one_short_line() -> None:
     assert len(data) == describe.DATA_WIDTH
     assert data.endswith("...")
     assert data.startswith("xxx")
+
+
+def test_events_show_a_deltas_text_first_and_cut_where_asked() -> None:
+    # A Responses delta carries its text after its item_id: shown first, it is never cut.
+    from replay.dialects import responses
+
+    stream = Cassette([responses.stream("Hello there")])
+    deltas = [line for line in describe.events(stream).splitlines() if ".delta" in line]
+    assert [line.split(maxsplit=2)[2].split("  ")[0] for line in deltas] == [
+        '"Hello"',
+        '" there"',
+    ]
+    assert all(len(line.split(maxsplit=2)[2]) == describe.DATA_WIDTH for line in deltas)
+    whole = describe.events(stream, width=0).splitlines()
+    assert any(line.endswith('"delta":"Hello","logprobs":[]}') for line in whole)
 
 
 def test_events_tells_how_a_stream_ended_badly() -> None:

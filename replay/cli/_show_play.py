@@ -24,9 +24,20 @@ def add_verbs(verbs: Verbs) -> None:
     )
     show.add_argument("cassette", type=Path, metavar="CASSETTE")
     form = show.add_mutually_exclusive_group()
-    form.add_argument("--events", action="store_true", help="each SSE event with its time")
+    form.add_argument(
+        "--events",
+        action="store_true",
+        help="each SSE / NDJSON event with its time, a delta's text first",
+    )
     form.add_argument("--raw", action="store_true", help="the bodies as text")
     form.add_argument("--json", action="store_true", help="a machine-readable dump")
+    show.add_argument(
+        "--width",
+        type=_width,
+        default=None,
+        metavar="N",
+        help="--events: cut each event's data at N characters (default 100; 0: never)",
+    )
 
     play = verb(
         verbs,
@@ -42,12 +53,24 @@ def add_verbs(verbs: Verbs) -> None:
     add_fault_option(play)
 
 
+def _width(value: str) -> int:
+    """A --width: a whole number of characters, at least 0."""
+    try:
+        width = int(value)
+    except ValueError:
+        width = -1
+    if width < 0 or (0 < width < 4):
+        raise argparse.ArgumentTypeError(f"{value!r} is not 0 or a width of 4 and more")
+    return width
+
+
 def _show(args: argparse.Namespace) -> int:
     from replay import describe
 
     cassette = load_cassette(args.cassette)
     if args.events:
-        text = describe.events(cassette)
+        width = describe.DATA_WIDTH if args.width is None else args.width
+        text = describe.events(cassette, width)
     elif args.raw:
         text = describe.raw(cassette)
     elif args.json:

@@ -11,12 +11,12 @@ back. Nothing is validated here (that is `validate`): a malformed event is skipp
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from replay.dialects import detect
 from replay.dialects._common import StreamLike, read
 
-__all__ = ["stream_texts"]
+__all__ = ["event_pieces", "stream_texts"]
 
 
 def stream_texts(stream: StreamLike) -> dict[str, str]:
@@ -34,20 +34,39 @@ def stream_texts(stream: StreamLike) -> dict[str, str]:
     Raises:
         ValueError: a compressed body that does not decode.
     """
+    texts = _Texts()
+    for _ in _read_into(texts, stream):
+        pass
+    return texts.joined()
+
+
+def event_pieces(stream: StreamLike) -> list[str]:
+    """What each event of `stream` adds to its texts: a delta's text, a tool call's piece of
+    arguments; "" for an event that adds nothing (or of a stream of no known dialect).
+
+    Raises:
+        ValueError: a compressed body that does not decode.
+    """
+    texts = _Texts()
+    return ["".join(texts.last) for _ in _read_into(texts, stream)]
+
+
+def _read_into(texts: _Texts, stream: StreamLike) -> Iterator[None]:
+    """Feed `texts` the events of `stream`, one per step."""
     events = read(stream).events
     dialect = detect(events)
-    texts = _Texts()
     for event in events:
+        texts.last = []
         payload = _payload(event.data)
         if payload is None:
-            continue
-        if dialect == "responses":
+            pass
+        elif dialect == "responses":
             texts.responses(payload)
         elif dialect == "chat":
             texts.chat(payload)
         elif dialect == "anthropic":
             texts.anthropic(payload)
-    return texts.joined()
+        yield
 
 
 def _payload(data: str) -> Mapping[str, object] | None:
@@ -78,10 +97,13 @@ class _Texts:
     def __init__(self) -> None:
         self.pieces: dict[str, list[str]] = {}
         self.calls: dict[object, tuple[str, list[str]]] = {}  # key -> (name, argument pieces)
+        #: The pieces the last event added.
+        self.last: list[str] = []
 
     def add(self, name: str, piece: object) -> None:
         if isinstance(piece, str):
             self.pieces.setdefault(name, []).append(piece)
+            self.last.append(piece)
 
     def call(self, key: object, name: object = None, piece: object = None) -> None:
         if key not in self.calls:
@@ -89,6 +111,7 @@ class _Texts:
             self.pieces.setdefault(f"tool call {len(self.calls) - 1}", [])  # keeps the order
         if isinstance(piece, str):
             self.calls[key][1].append(piece)
+            self.last.append(piece)
 
     def responses(self, payload: Mapping[str, object]) -> None:
         kind = payload.get("type")
