@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,11 @@ def test_version_and_help() -> None:
     assert run_replay("--version").stdout.strip() == f"replay {replay.__version__}"
     help_text = run_replay("demo", "--help").stdout
     assert "example:" in help_text
+    # The examples' descriptions start in one column.
+    examples = run_replay("--help").stdout.split("examples:\n")[1].splitlines()
+    columns = {match.start(1) for line in examples if (match := re.search(r"\S  +(\S)", line))}
+    columns |= {len(line) - len(line.lstrip()) for line in examples if line.startswith("   ")}
+    assert len(columns) == 1, examples
 
 
 def test_error_is_one_line_without_traceback(tmp_path: Path) -> None:

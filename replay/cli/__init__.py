@@ -32,21 +32,41 @@ from replay.errors import ReplayError
 
 __all__ = ["main"]
 
-_EPILOG = """examples:
-  replay demo                                   see record and replay at work, offline
-  replay record out.msgpack -- python app.py   record every httpx/httpx2 request of app.py
-  replay run out.msgpack -- python app.py      run app.py again, served from the cassette
-  replay run out.msgpack --fault "cut(after_events=5)" -- python app.py
-                                                the same, with the stream dropped mid-way
-  replay show out.msgpack --events             what was recorded, event by event
-  replay play out.msgpack -i 0 --speed 1       watch a stream at its recorded pace
-  replay convert out.msgpack out.yaml          to vcrpy's format (and back)
-  replay check cassettes/*.msgpack             validate every stream against its dialect
-  replay diff old.msgpack new.msgpack          what changed: events, texts, timing
-  replay synth chat out.msgpack --text Hi      write a synthetic stream into a cassette
-  replay serve out.msgpack --port 8080          serve the cassette over HTTP to any client
-  replay proxy --target https://api.openai.com -o out.msgpack --port 8080
-"""
+# (command, what it does): the descriptions are aligned in one column when shown.
+_EXAMPLES = (
+    ("replay demo", "see record and replay at work, offline"),
+    ("replay record out.msgpack -- python app.py", "record every HTTP request of app.py"),
+    ("replay run out.msgpack -- python app.py", "run app.py again, served from the cassette"),
+    (
+        'replay run out.msgpack --fault "cut(after_events=5)" -- python app.py',
+        "the same, with the stream dropped mid-way",
+    ),
+    ("replay show out.msgpack --events", "what was recorded, event by event"),
+    ("replay play out.msgpack -i 0 --speed 1", "watch a stream at its recorded pace"),
+    ("replay convert out.msgpack out.yaml", "to vcrpy's format (and back)"),
+    ("replay check cassettes/*.msgpack", "validate every stream against its dialect"),
+    ("replay diff old.msgpack new.msgpack", "what changed: events, texts, timing"),
+    ("replay synth chat out.msgpack --text Hi", "write a synthetic stream into a cassette"),
+    ("replay serve out.msgpack --port 8080", "serve the cassette over HTTP to any client"),
+    (
+        "replay proxy --target https://api.openai.com -o out.msgpack --port 8080",
+        "record any client through a local proxy",
+    ),
+)
+
+
+def _epilog() -> str:
+    """The examples, each command's description in one column (under it when too long)."""
+    column = 2 + max(len(command) for command, _ in _EXAMPLES if len(command) <= 44) + 2
+    lines = ["examples:"]
+    for command, description in _EXAMPLES:
+        shown = f"  {command}"
+        if len(shown) + 2 > column:
+            lines += [shown, " " * column + description]
+        else:
+            lines.append(shown.ljust(column) + description)
+    return "\n".join(lines) + "\n"
+
 
 # In the order of `replay --help`.
 _FAMILIES = (_demo, _record_run, _show_play, _convert, _serve_proxy, _check_diff_synth)
@@ -75,7 +95,7 @@ def _parser() -> _Parser:
     parser = _Parser(
         prog="replay",
         description="Record and replay streaming HTTP (Server-Sent Events) with its timing.",
-        epilog=_EPILOG,
+        epilog=_epilog(),
         formatter_class=formatter,
     )
     parser.add_argument("--version", action="version", version=f"replay {__version__}")
