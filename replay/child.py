@@ -5,45 +5,43 @@ environment puts `replay/_child` first on PYTHONPATH, whose `sitecustomize` ente
 `use_cassette` with the settings passed in `REPLAY_*` variables before the program starts,
 and leaves it — saving — when the program exits, SIGTERM included (see `replay._child`).
 Python programs the child starts record too. With record mode "all" every process records
-into a cassette of its own in a temporary directory, merged into OUT here at the end (so
-two processes making the same request do not replace each other's recording); otherwise
-they share the cassette, saving under the store's lock.
+into a cassette of its own in a parts directory beside OUT, merged into OUT here at the end
+(so two processes making the same request do not replace each other's recording);
+otherwise they share the cassette, saving under the store's lock. A run killed before its
+merge leaves its parts directory behind: the next `replay record` into OUT merges what it
+holds and says so (`replay._child._parts`).
 
 This side validates everything it can before starting the program (a missing or corrupt
 cassette, a bad speed or mode: one clear error instead of a failure inside the child),
-forwards SIGINT and SIGTERM to the program, and passes its exit status through (128 + N
-when signal N ended it, as shells report). While recording with a terminal on stderr it
-shows a live status line from the progress the child writes on a pipe; at the end it reads
-the saved cassette — redacted, as everything on disk — and prints a summary of what this
-run recorded (the status line and the summary: `replay._child_report`).
+forwards SIGINT, SIGTERM and SIGHUP to the program while it runs, holds them back while it
+merges (then stops with 128 + N, OUT whole and nothing left behind), passes the program's
+exit status through (128 + N when signal N ended it, as shells report), and on Linux makes
+the program die with it (all of this: `replay._supervise`). While recording with a
+terminal on stderr it shows a live status line from the progress the child writes on a
+pipe; at the end it reads the saved cassette — redacted, as everything on disk — and
+prints a summary of what this run recorded (both: `replay._child_report`).
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import functools
 import os
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
-import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import FrameType
-from typing import Any, TextIO
+from typing import TextIO
 
 from replay._child import ENV_STATUS_FD, HOOK_DIRECTORY, settings_environment
+from replay._child._parts import PartsDirectory, recover
 from replay._child_report import StatusLine, is_terminal, summary_lines
+from replay._supervise import Signals, run_program
 from replay.clock import format_speed, parse_speed
 from replay.errors import ConfigurationError
 from replay.faults import Fault, coerce
-from replay.matching import DEFAULT_MATCH_ON
 from replay.model import Interaction
 from replay.session import VIRTUAL
-from replay.store import load_interactions, merge
+from replay.store import load_interactions
 
 __all__ = ["RECORD_COMMAND_MODES", "RUN_MODES", "record_command", "replay_command", "summary_lines"]
 
@@ -51,8 +49,6 @@ __all__ = ["RECORD_COMMAND_MODES", "RUN_MODES", "record_command", "replay_comman
 RECORD_COMMAND_MODES: tuple[str, ...] = ("all", "new_episodes")
 #: The record modes `replay_command` accepts (all would ignore the cassette).
 RUN_MODES: tuple[str, ...] = ("none", "once", "new_episodes")
-
-_FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def record_command(
@@ -86,31 +82,55 @@ def record_command(
     _check_mode(mode, RECORD_COMMAND_MODES, "replay record")
     program = _checked_command(command)
     stream = sys.stderr if stderr is None else stderr
-    before = load_interactions(out) if out.exists() else []  # a corrupt `out`: fail now
-    status = StatusLine(stream) if is_terminal(stream) and os.name == "posix" else None
-    status_fd = None if status is None else status.write_fd
-    ignoring = functools.partial(
-        settings_environment, ignore_hosts=ignore_hosts, ignore_localhost=ignore_localhost
+    if out.exists():
+        load_interactions(out)  # a corrupt `out`: fail now, before anything runs
+    settings = functools.partial(
+        settings_environment,
+        out,
+        record_mode=mode,
+        speed="instant",
+        ignore_hosts=ignore_hosts,
+        ignore_localhost=ignore_localhost,
     )
-    if mode == "all":
-        parts = Path(tempfile.mkdtemp(prefix="replay-record-"))
-        settings = ignoring(
-            out, record_mode=mode, speed="instant", status_fd=status_fd, parts_dir=parts
-        )
-        try:
-            code = _run(program, _child_environment(settings), status)
-        except BaseException:  # the program did not start: nothing to merge
-            shutil.rmtree(parts, ignore_errors=True)
-            raise
-        recorded = _merge_parts(out, parts, stream)
-    else:
-        settings = ignoring(out, record_mode=mode, speed="instant", status_fd=status_fd)
-        code = _run(program, _child_environment(settings), status)
-        recorded = _recorded_since(out, before, stream)
-    if recorded is not None:
-        for line in summary_lines(out, recorded):
-            print(line, file=stream)
-    return code
+    with Signals() as signals:
+        recovered = recover(out)
+        if recovered is not None:
+            print(recovered, file=stream)
+        if signals.held is not None:  # stopped while recovering: the program never starts
+            return 128 + signals.held
+        status = StatusLine(stream) if is_terminal(stream) and os.name == "posix" else None
+        if status is not None:
+            settings = functools.partial(settings, status_fd=status.write_fd)
+        if mode == "all":
+            code, recorded = _record_in_parts(out, program, settings, status, signals, stream)
+        else:
+            before = load_interactions(out) if out.exists() else []
+            code = run_program(program, _child_environment(settings()), status, signals)
+            recorded = _recorded_since(out, before, stream)
+        if recorded is not None:
+            for line in summary_lines(out, recorded):
+                print(line, file=stream)
+    return code if signals.held is None else 128 + signals.held
+
+
+def _record_in_parts(
+    out: Path,
+    program: list[str],
+    settings: Callable[..., Mapping[str, str]],
+    status: StatusLine | None,
+    signals: Signals,
+    stream: TextIO,
+) -> tuple[int, list[Interaction] | None]:
+    """Run the program recording into a parts directory, then merge the parts into `out`;
+    the program's status and what it recorded (None if the merge failed)."""
+    parts = PartsDirectory.create(out)
+    environment = _child_environment(settings(parts_dir=parts.path))
+    try:
+        code = run_program(program, environment, status, signals)
+    except BaseException:  # the program did not start: nothing to merge
+        parts.remove_if_unused()
+        raise
+    return code, _merge_parts(out, parts, stream)
 
 
 def replay_command(
@@ -169,13 +189,14 @@ def replay_command(
         ignore_hosts=ignore_hosts,
         ignore_localhost=ignore_localhost,
     )
-    code = _run(program, _child_environment(settings), None)
-    if mode != "none":
-        recorded = _recorded_since(cassette, before, stream)
-        if recorded:
-            for line in summary_lines(cassette, recorded):
-                print(line, file=stream)
-    return code
+    with Signals() as signals:
+        code = run_program(program, _child_environment(settings), None, signals)
+        if mode != "none":
+            recorded = _recorded_since(cassette, before, stream)
+            if recorded:
+                for line in summary_lines(cassette, recorded):
+                    print(line, file=stream)
+    return code if signals.held is None else 128 + signals.held
 
 
 # -- running the program ---------------------------------------------------------------------
@@ -223,107 +244,34 @@ def _child_environment(settings: Mapping[str, str]) -> dict[str, str]:
     return environment
 
 
-def _run(command: list[str], environment: dict[str, str], status: StatusLine | None) -> int:
-    """Run the program to its end, forwarding signals; its status, shell style."""
-    with _SignalForwarder() as forwarder, contextlib.ExitStack() as cleanup:
-        if status is not None:
-            cleanup.callback(status.close)
-        try:
-            process = subprocess.Popen(
-                command, env=environment, pass_fds=() if status is None else (status.write_fd,)
-            )
-        except FileNotFoundError:
-            raise FileNotFoundError(f"command not found: {command[0]}") from None
-        forwarder.attach(process)
-        if status is not None:
-            status.start()
-        code = process.wait()
-    return 128 - code if code < 0 else code
-
-
-class _SignalForwarder:
-    """Passes SIGINT and SIGTERM on to the program while it runs, instead of dying of them.
-
-    A Ctrl-C at the terminal reaches the whole foreground process group, the program
-    included; passing it on as well would interrupt the program twice — possibly in the
-    middle of saving its cassette. So a SIGINT is passed on only when it cannot have come
-    from our terminal. Handlers can only be set from the main thread; elsewhere this does
-    nothing.
-    """
-
-    def __init__(self) -> None:
-        self._process: subprocess.Popen[bytes] | None = None
-        self._early: list[int] = []
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> _SignalForwarder:
-        if threading.current_thread() is threading.main_thread():
-            for signum in _FORWARDED_SIGNALS:
-                self._previous[signum] = signal.signal(signum, self._forward)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
-
-    def attach(self, process: subprocess.Popen[bytes]) -> None:
-        """Forward to `process` from now on, starting with any signal that came before it."""
-        self._process = process
-        for signum in self._early:
-            self._send(signum)
-
-    def _forward(self, signum: int, frame: FrameType | None) -> None:
-        if self._process is None:
-            self._early.append(signum)  # arrived while the program was being started
-        elif not (signum == signal.SIGINT and _foreground_of_terminal()):
-            self._send(signum)
-
-    def _send(self, signum: int) -> None:
-        assert self._process is not None
-        with contextlib.suppress(ProcessLookupError):
-            self._process.send_signal(signum)
-
-
-def _foreground_of_terminal() -> bool:
-    """True when we are in the foreground process group of our controlling terminal."""
-    if not hasattr(os, "tcgetpgrp"):
-        return False
-    try:
-        fd = os.open("/dev/tty", os.O_RDONLY | getattr(os, "O_NOCTTY", 0))
-    except OSError:  # no controlling terminal
-        return False
-    try:
-        return os.tcgetpgrp(fd) == os.getpgrp()
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-
-
 # -- what was recorded ---------------------------------------------------------------------------
 
 
-def _merge_parts(out: Path, parts: Path, stream: TextIO) -> list[Interaction] | None:
+def _merge_parts(out: Path, parts: PartsDirectory, stream: TextIO) -> list[Interaction] | None:
     """Merge the per-process cassettes in `parts` into `out`, record mode "all" style.
 
     What the run recorded replaces what `out` held for the same requests; the rest of `out`
-    stays. The parts are deleted once merged, and kept (after a warning) if they cannot be.
+    stays. The parts directory is removed once merged, unless processes of the program
+    that outlived it still hold it; it is kept (after a warning) if the merge fails. What
+    is kept, the next `replay record` into `out` merges.
     """
     try:
-        files = sorted(
-            parts.glob("*.msgpack"), key=lambda file: (file.stat().st_mtime_ns, file.name)
-        )
-        recorded = [interaction for file in files for interaction in load_interactions(file)]
-        if recorded:
-            merge(out, recorded, replacing=DEFAULT_MATCH_ON)
+        recorded = parts.merge_into(out)
     except (OSError, ValueError) as error:  # CassetteFormatError is a ValueError
+        parts.close()
         print(
             f"replay: warning: cannot save into {out}: {_first_line(error)}; "
-            f"what was recorded is kept in {parts}",
+            f"what was recorded is kept in {parts.path}, for the next `replay record` "
+            f"into {out} to merge",
             file=stream,
         )
         return None
-    shutil.rmtree(parts, ignore_errors=True)
+    if not parts.remove_if_unused():
+        print(
+            f"replay: note: processes the program started are still recording into "
+            f"{parts.path}; the next `replay record` into {out} merges what they save",
+            file=stream,
+        )
     return recorded
 
 

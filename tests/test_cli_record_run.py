@@ -287,6 +287,7 @@ def test_exit_status_is_passed_through(tmp_path: Path, verb: str) -> None:
         pytest.param(signal.SIGTERM, "replay", id="SIGTERM-to-replay"),
         pytest.param(signal.SIGTERM, "program", id="SIGTERM-to-program"),
         pytest.param(signal.SIGINT, "replay", id="SIGINT-to-replay"),
+        pytest.param(signal.SIGHUP, "replay", id="SIGHUP-to-replay"),
     ],
 )
 def test_a_stopped_program_still_saves_its_cassette(

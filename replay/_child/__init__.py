@@ -14,7 +14,9 @@ records too, with a session of its own. Sharing one cassette file is safe (the s
 under a file lock and merges) but not right for record mode "all", where each save replaces
 the requests it re-recorded: two processes making the same request would erase each other's.
 So with `ENV_PARTS_DIR` each process (and each forked child) records into a file of its own
-in that directory, and the parent merges them when the program has ended. Only the direct
+in that directory, and the parent merges them when the program has ended; each holds the
+directory (`_parts.hold`) for as long as it lives, so that a later `replay record` can tell
+what a killed run left from what a living one is still writing. Only the direct
 child reports progress (`ENV_STATUS_FD` is taken out of the environment and the descriptor
 is not inherited).
 
@@ -39,6 +41,7 @@ from pathlib import Path
 from types import FrameType
 
 from replay import patch
+from replay._child._parts import hold
 from replay._progress import ProgressReporter
 from replay.errors import ConfigurationError
 from replay.session import CassetteSession, use_cassette
@@ -107,6 +110,8 @@ class ChildSession:
         self.parts_dir = parts_dir
         self._reporter = None if status_fd is None else ProgressReporter(session, status_fd)
         self._closed = False
+        #: The descriptor that marks `parts_dir` as in use by this process, if any.
+        self.parts_hold: int | None = None
         self._last_signal_at: float | None = None
 
     def start(self) -> None:
@@ -210,6 +215,8 @@ def start_from_environment(
         ignore_localhost=environ.get(ENV_IGNORE_LOCALHOST) == "1",
     )
     child = ChildSession(session, status_fd, parts_dir=parts_dir)
+    if parts_dir is not None:
+        child.parts_hold = hold(parts_dir)  # open until this process (and its forks) end
     child.start()
     return child
 

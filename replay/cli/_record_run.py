@@ -26,7 +26,8 @@ def add_verbs(verbs: Verbs) -> None:
         "run a Python program and record its httpx/httpx2 traffic",
         "Run CMD (a Python program, unmodified) and record every httpx and httpx2 request it "
         "makes into OUT, with each chunk's timing. Secrets are redacted. The program's exit "
-        "status is passed through.",
+        "status is passed through. What a killed run left beside OUT, the next record into "
+        "OUT merges.",
         "replay record cassettes/app.msgpack -- python app.py --prompt hi",
     )
     record.add_argument("out", type=Path, metavar="OUT", help="the cassette to write")
