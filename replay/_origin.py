@@ -63,6 +63,8 @@ class Script:
         gzip: send the body gzip-compressed (``content-encoding: gzip``), flushed at each
             chunk so boundaries and timing survive compression.
         echo: ignore ``chunks`` and answer with the request body as one JSON chunk.
+        echo_headers: request headers sent back, each as the response header
+            ``x-echo-<name>`` (a server that echoes a key where it should not).
     """
 
     chunks: tuple[tuple[float, bytes], ...] = attrs.field(
@@ -78,6 +80,7 @@ class Script:
     )
     gzip: bool = False
     echo: bool = False
+    echo_headers: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
 
 @attrs.frozen(kw_only=True)
@@ -265,6 +268,13 @@ class _Handler(BaseHTTPRequestHandler):
                 headers=(("content-type", "application/json"),),
                 gzip=False,
             )
+        if script.echo_headers:
+            echoed = [
+                (f"x-echo-{name.lower()}", value)
+                for name in script.echo_headers
+                if (value := self.headers.get(name)) is not None
+            ]
+            script = attrs.evolve(script, headers=(*script.headers, *echoed))
         self._answer(script)
 
     def _read_body(self) -> bytes:

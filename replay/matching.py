@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 from replay.errors import ALREADY_PLAYED, ConfigurationError
+from replay.redact import Redactor
 
 if TYPE_CHECKING:
     from replay.model import Request
@@ -36,6 +37,15 @@ MatchOn = Sequence[Matcher]
 DEFAULT_MATCH_ON: tuple[str, ...] = ("method", "scheme", "host", "port", "path", "query", "body")
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+
+#: What a "no match" explanation shows of both requests: their redacted form.
+_SHOWN = Redactor()
+#: The "matcher" named when two requests differ only where redaction hides a value.
+_HIDDEN_VALUE = "a hidden value"
+_RECORD_AGAIN = (
+    "the requests differ only where a secret is redacted, which the cassette holds "
+    "unredacted (recorded by an older replay?): record it again"
+)
 
 # One encoder, made once: `json.dumps` with options builds a new one per call.
 _CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
@@ -297,19 +307,25 @@ class MatchIndex:
             return (passing, int(play_counts[index] == 0 or self._repeats), -index)
 
         nearest = max(range(len(self._requests)), key=score)
-        recorded = self._requests[nearest]
+        differs = keys != _named_keys(self._names, self._requests[nearest])
+        # Both sides as redaction shows them, so that the message never echoes a secret,
+        # not even one that a cassette recorded before it was redacted holds.
+        request, recorded = _SHOWN.request(request), _SHOWN.request(self._requests[nearest])
         from vcr.matchers import get_matchers_results
 
         matchers = [_vcr_matcher(m) for m in self._match_on]
         _, failures = get_matchers_results(_to_vcr(request), _to_vcr(recorded), matchers)
         differences = [(name, message or "differs") for name, message in failures]
         if not differences:  # vcrpy's matcher is looser than our key (e.g. blank query values)
+            shown_keys = _named_keys(self._names, request)
             recorded_keys = _named_keys(self._names, recorded)
             differences = [
                 (name, f"{_short(key)} != {_short(theirs)}")
-                for name, key, theirs in zip(self._names, keys, recorded_keys, strict=True)
+                for name, key, theirs in zip(self._names, shown_keys, recorded_keys, strict=True)
                 if key != theirs
             ]
+        if not differences and differs:  # in a value the cassette holds and redaction hides
+            differences = [(_HIDDEN_VALUE, _RECORD_AGAIN)]
         if not differences and play_counts[nearest] > 0:
             differences = [(ALREADY_PLAYED, "allow_playback_repeats=True lets it answer again")]
         return f"{recorded.method} {recorded.url}", differences

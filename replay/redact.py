@@ -1,8 +1,25 @@
-"""What never reaches a cassette: credentials in headers and in the query string.
+"""What never reaches a cassette: credentials in headers, URLs and request bodies.
 
 Redaction replaces a value by a placeholder and keeps the name, so the cassette still shows
 that a key was sent, and matching (which never looks at these values by default) still works.
-It runs on the request before it is matched or stored, and on the response headers.
+It runs on the request before it is matched or stored, and on the response headers. What is
+secret does not depend on an exact list of names (`replay._secret_shapes` says how):
+
+- headers (request and response) whose name is credential-like, plus `DEFAULT_HEADERS` and the
+  names the user adds: the whole value; in every other header value, well-known keys
+  (`sk-…`, `AKIA…`, JWTs…) and the credentials after `Bearer` / `Basic`;
+- the URL's user information (`https://TOKEN@host`, `https://user:password@host`): user and
+  password; a path segment holding a well-known key;
+- query parameters, and the fields of an `application/x-www-form-urlencoded` body, whose
+  name is credential-like (plus `DEFAULT_QUERY_PARAMETERS` and the names the user adds), or
+  whose value holds a well-known key: the whole value;
+- in a JSON request body (a Content-Type naming json, as matching reads it), at any depth: the
+  string values of credential-like fields (and the strings of a list there), and well-known
+  keys inside any other string. The body is written anew only when something changed.
+
+Response bodies are not redacted: they are what the replay plays, byte for byte. A server
+that echoes a secret into its body (a token endpoint's answer, say) needs a `before_record`
+hook; so does a request body that is neither JSON nor a form.
 
 The user's `hook` (`before_record`) runs after the built-in redaction. It is also applied to
 each live request before matching (with an empty response), as vcrpy applies its
@@ -12,17 +29,28 @@ request it came from.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterable
-from urllib.parse import unquote_plus, urlsplit, urlunsplit
+from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 import attrs
 
-from replay.model import Interaction, Request, Response
+from replay._secret_shapes import (
+    MAY_HOLD_KEY_BYTES,
+    NAME_STEMS,
+    PLACEHOLDER,
+    SHAPES,
+    SHAPES_BYTES,
+    hide_header_shapes,
+    hide_shapes,
+    is_secret_name,
+)
+from replay.model import Headers, Interaction, Request, Response
 
 __all__ = ["DEFAULT_HEADERS", "DEFAULT_QUERY_PARAMETERS", "PLACEHOLDER", "Redactor"]
 
-PLACEHOLDER = "REDACTED"
-
+#: Header names always redacted, besides every credential-like name.
 DEFAULT_HEADERS: frozenset[str] = frozenset(
     {
         "authorization",
@@ -36,6 +64,7 @@ DEFAULT_HEADERS: frozenset[str] = frozenset(
         "openai-project",
     }
 )
+#: Query parameter (and body field) names always redacted, besides every credential-like name.
 DEFAULT_QUERY_PARAMETERS: frozenset[str] = frozenset(
     {"key", "api_key", "apikey", "api-key", "token", "access_token", "auth", "secret", "password"}
 )
@@ -43,11 +72,37 @@ DEFAULT_QUERY_PARAMETERS: frozenset[str] = frozenset(
 #: What the hook sees as the response when it is applied to a live request for matching.
 _NO_RESPONSE = Response(status=200)
 
+#: Up to this many bytes, a JSON body is looked for names with one regular expression.
+_SHORT_BODY = 256
+
+#: How many verdicts a cache keeps before it starts again.
+_CACHE_LIMIT = 4096
+
+#: Header values known to hold no key: most come back with every request (user agent,
+#: content type, host), and a set lookup costs a tenth of the regular expression. Only values
+#: found clean are kept, and they are stored in the cassette anyway.
+_CLEAN_HEADER_VALUES: set[str] = set()
+
+
+def _remember(cache: set[str] | dict[str, bool], value: str, verdict: bool = True) -> None:
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()
+    if isinstance(cache, dict):
+        cache[value] = verdict
+    else:
+        cache.add(value)
+
 
 def _lower_set(names: Iterable[str]) -> frozenset[str]:
     if isinstance(names, str):  # one name, not its letters
         names = (names,)
     return frozenset(name.lower() for name in names)
+
+
+def _secret(name: str, always: frozenset[str]) -> bool:
+    """Whether `name` (a header, parameter or field) is redacted, given the names `always`
+    redacted (lower case)."""
+    return name.lower() in always or is_secret_name(name)
 
 
 @attrs.frozen
@@ -57,51 +112,178 @@ class Redactor:
     Args:
         headers: extra header names to redact (case-insensitive), added to the defaults.
         query_parameters: extra query parameter names to redact (case-insensitive), added to
-            the defaults.
-        hook: a callable applied last to every interaction (e.g. to scrub a body field). It is
-            also applied, with an empty response, to each live request before matching.
+            the defaults; they name form and JSON body fields too.
+        hook: a callable applied last to every interaction (e.g. to scrub a response body).
+            It is also applied, with an empty response, to each live request before matching.
     """
 
     headers: frozenset[str] = attrs.field(default=frozenset(), converter=_lower_set)
     query_parameters: frozenset[str] = attrs.field(default=frozenset(), converter=_lower_set)
     hook: Callable[[Interaction], Interaction | None] | None = None
+    # What the defaults and the user's names add up to, and the verdicts already reached:
+    # redaction runs once per replayed request, on the same few names and URLs every time.
+    _header_names: frozenset[str] = attrs.field(init=False, repr=False, eq=False)
+    _field_names: frozenset[str] = attrs.field(init=False, repr=False, eq=False)
+    _stems: tuple[bytes, ...] = attrs.field(init=False, repr=False, eq=False)
+    _stems_pattern: re.Pattern[bytes] = attrs.field(init=False, repr=False, eq=False)
+    _header_verdicts: dict[str, bool] = attrs.field(init=False, factory=dict, repr=False, eq=False)
+    _clean_urls: set[str] = attrs.field(init=False, factory=set, repr=False, eq=False)
 
-    def _pairs(self, pairs: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
-        secret = DEFAULT_HEADERS | self.headers
-        return [(k, PLACEHOLDER if k.lower() in secret else v) for k, v in pairs]
+    @_header_names.default
+    def _all_header_names(self) -> frozenset[str]:
+        return DEFAULT_HEADERS | self.headers
+
+    @_field_names.default
+    def _all_field_names(self) -> frozenset[str]:
+        return DEFAULT_QUERY_PARAMETERS | self.query_parameters
+
+    @_stems.default
+    def _all_stems(self) -> tuple[bytes, ...]:
+        stems = dict.fromkeys([*NAME_STEMS, *sorted(self.query_parameters)])  # common first
+        return tuple(stem.encode("utf-8") for stem in stems)
+
+    @_stems_pattern.default
+    def _any_stem(self) -> re.Pattern[bytes]:
+        return re.compile(b"|".join(re.escape(stem) for stem in self._stems))
+
+    def _headers(self, pairs: Headers) -> Headers:
+        """`pairs` with secrets replaced; `pairs` itself when none was found."""
+        verdicts = self._header_verdicts
+        cleaned: list[tuple[str, str]] | None = None
+        for index, (name, value) in enumerate(pairs):
+            secret = verdicts.get(name)
+            if secret is None:
+                secret = _secret(name, self._header_names)
+                _remember(verdicts, name, secret)
+            if secret:
+                hidden = PLACEHOLDER
+            elif value in _CLEAN_HEADER_VALUES:
+                hidden = value
+            else:
+                hidden = hide_header_shapes(value)
+                if hidden is value:
+                    _remember(_CLEAN_HEADER_VALUES, value)
+            if hidden != value and cleaned is None:
+                cleaned = list(pairs[:index])
+            if cleaned is not None:
+                cleaned.append((name, hidden))
+        return pairs if cleaned is None else tuple(cleaned)
 
     def url(self, url: str) -> str:
-        """`url` with the values of secret query parameters replaced.
+        """`url` with its user information, secret query values and key-shaped path
+        segments replaced.
 
-        Only those values change: the other parameters keep their order and their exact
-        encoding, so the stored URL is the one that was sent, minus the secrets.
+        Only those change: the other parameters keep their order and their exact encoding,
+        so the stored URL is the one that was sent, minus the secrets; `url` itself is
+        returned when there is nothing to hide.
         """
+        if url in self._clean_urls:
+            return url
         parts = urlsplit(url)
-        if parts.password is not None:  # user:password@host: the password is a credential
-            host = parts.netloc.rpartition("@")[2]
-            user = parts.netloc.rpartition("@")[0].partition(":")[0]
-            parts = parts._replace(netloc=f"{user}:{PLACEHOLDER}@{host}")
-            url = urlunsplit(parts)
-        if not parts.query:
+        netloc = _without_userinfo(parts.netloc)
+        path = _without_keys(parts.path)
+        query = self._fields(parts.query, unquote_plus)
+        if netloc is parts.netloc and path is parts.path and query is parts.query:
+            _remember(self._clean_urls, url)
             return url
-        secret = DEFAULT_QUERY_PARAMETERS | self.query_parameters
-        fields = parts.query.split("&")
-        cleaned = []
-        for field in fields:
-            name, equals, _ = field.partition("=")
-            if unquote_plus(name).lower() in secret:
-                field = f"{name}={PLACEHOLDER}" if equals else field
-            cleaned.append(field)
-        if cleaned == fields:
-            return url
-        return urlunsplit(parts._replace(query="&".join(cleaned)))
+        return urlunsplit(parts._replace(netloc=netloc, path=path, query=query))
+
+    def _fields(self, text: str, decode: Callable[[str], str]) -> str:
+        """`name=value&…` text with secret values replaced; `text` itself when none was."""
+        if not text:
+            return text
+        fields = text.split("&")
+        cleaned = [self._field(field, decode) for field in fields]
+        if all(new is old for new, old in zip(cleaned, fields, strict=True)):
+            return text
+        return "&".join(cleaned)
+
+    def _field(self, field: str, decode: Callable[[str], str]) -> str:
+        name, equals, value = field.partition("=")
+        if not equals or value == PLACEHOLDER:
+            return field
+        if _secret(decode(name), self._field_names) or SHAPES.search(decode(value)):
+            return f"{name}={PLACEHOLDER}"
+        return field
+
+    def _body(self, request: Request) -> bytes:
+        """The request's body with secrets replaced; the body itself when none was."""
+        body = request.body
+        if not body:
+            return body
+        content_type = ""
+        for name, value in request.headers:  # a plain loop, as matching reads it
+            if name.lower() == "content-type":
+                content_type = value.lower()
+                break
+        if "json" in content_type:
+            return self._json(body)
+        if "application/x-www-form-urlencoded" in content_type:
+            text = body.decode("latin-1")
+            cleaned = self._fields(text, unquote_plus)
+            return body if cleaned is text else cleaned.encode("latin-1")
+        return body
+
+    def _json(self, body: bytes) -> bytes:
+        """A JSON body with secrets replaced; `body` itself when none was (or it is not
+        JSON). It is parsed only when a key's shape or a credential-like name may be in it."""
+        # The usual case in a replay is a body with nothing to hide: seen without parsing.
+        keys = MAY_HOLD_KEY_BYTES.search(body) is not None
+        if not keys and not self._may_name_a_secret(body.lower()):
+            return body
+        try:
+            parsed = json.loads(body)
+            cleaned, changed = self._json_value(parsed, secret=False, keys=keys)
+        except (ValueError, RecursionError):  # not JSON after all, or too deep to walk
+            return SHAPES_BYTES.sub(PLACEHOLDER.encode(), body)
+        if not changed:
+            return body
+        separators = (", ", ": ") if b": " in body else (",", ":")
+        try:
+            return json.dumps(cleaned, ensure_ascii=False, separators=separators).encode()
+        except UnicodeEncodeError:  # a lone surrogate (from a \ud800 escape) stays escaped
+            return json.dumps(cleaned, separators=separators).encode()
+
+    def _may_name_a_secret(self, lowered: bytes) -> bool:
+        """Whether a credential-like name (or one the user added) may be in `lowered`."""
+        if len(lowered) <= _SHORT_BODY:  # one regular expression costs least
+            return self._stems_pattern.search(lowered) is not None
+        # On a longer body, `in` (once per stem) scans ten times faster than alternatives.
+        return any(stem in lowered for stem in self._stems)
+
+    def _json_value(self, value: object, *, secret: bool, keys: bool) -> tuple[object, bool]:
+        """`value` with secrets replaced, and whether anything was.
+
+        Args:
+            secret: `value` belongs to a credential-like field: its strings are replaced,
+                and those of its lists (not those of its objects, whose fields have names).
+            keys: the body may hold a key's shape: look for it in every string.
+        """
+        if isinstance(value, str):
+            if secret:
+                return PLACEHOLDER, value != PLACEHOLDER
+            hidden = hide_shapes(value) if keys else value
+            return hidden, hidden is not value
+        if isinstance(value, list):
+            pairs = [self._json_value(item, secret=secret, keys=keys) for item in value]
+            return [item for item, _ in pairs], any(changed for _, changed in pairs)
+        if isinstance(value, dict):
+            cleaned: dict[str, object] = {}
+            changed = False
+            for name, item in value.items():
+                named = _secret(name, self._field_names)
+                cleaned[name], item_changed = self._json_value(item, secret=named, keys=keys)
+                changed = changed or item_changed
+            return cleaned, changed
+        return value, False
 
     def _request(self, request: Request) -> Request:
         url = self.url(request.url)
-        secret = DEFAULT_HEADERS | self.headers
-        if url is request.url and not any(k.lower() in secret for k, _ in request.headers):
+        headers = self._headers(request.headers)
+        body = self._body(request)
+        if url is request.url and headers is request.headers and body is request.body:
             return request  # nothing to hide: no copy (this runs once per replayed request)
-        return attrs.evolve(request, url=url, headers=self._pairs(request.headers))
+        return attrs.evolve(request, url=url, headers=headers, body=body)
 
     def request(self, request: Request) -> Request:
         """`request` as it would be stored: secrets replaced, then the hook applied.
@@ -118,8 +300,27 @@ class Redactor:
         """A copy of `interaction` with secrets replaced in its request and response headers,
         then passed through the hook; None when the hook returns None (vcrpy's "do not
         record this one")."""
-        response = attrs.evolve(
-            interaction.response, headers=self._pairs(interaction.response.headers)
-        )
+        response = interaction.response
+        headers = self._headers(response.headers)
+        if headers is not response.headers:
+            response = attrs.evolve(response, headers=headers)
         cleaned = Interaction(self._request(interaction.request), response)
         return self.hook(cleaned) if self.hook is not None else cleaned
+
+
+def _without_userinfo(netloc: str) -> str:
+    """`netloc` with its user (a token, often) and password replaced."""
+    userinfo, at, host = netloc.rpartition("@")
+    if not at or not userinfo:
+        return netloc
+    hidden = f"{PLACEHOLDER}:{PLACEHOLDER}" if ":" in userinfo else PLACEHOLDER
+    return netloc if userinfo == hidden else f"{hidden}@{host}"
+
+
+def _without_keys(path: str) -> str:
+    """`path` with each segment that holds a well-known key replaced."""
+    if SHAPES.search(unquote(path)) is None:
+        return path
+    return "/".join(
+        PLACEHOLDER if SHAPES.search(unquote(segment)) else segment for segment in path.split("/")
+    )

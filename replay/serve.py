@@ -153,8 +153,9 @@ class ReplayApp:
             await send_json(send, 404, {"error": error})
             return
         response = played.response
+        shown = _path_of(self.player.redactor.url(request.url))  # a query may carry a key
         self.log(
-            f"{request.method} {path_and_query(scope)}: interaction {played.index}, "
+            f"{request.method} {shown}: interaction {played.index}, "
             f"{response.status}, {count(response.chunks, 'chunk')}"
         )
         stepper = Stepper(response, schedule)

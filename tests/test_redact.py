@@ -318,14 +318,16 @@ def test_unplayed_interactions_warning_does_not_echo_secret_query_values() -> No
     assert message.startswith("1 unplayed interaction in cassette 'c.msgpack'")
 
 
-def test_a_password_in_the_url_never_reaches_the_cassette(origin: Origin, tmp_path: Path) -> None:
+def test_user_information_in_the_url_never_reaches_the_cassette(
+    origin: Origin, tmp_path: Path
+) -> None:
     path = tmp_path / "c.msgpack"
     url = origin.url.replace("http://", "http://alice:s3cr3t@") + "/v1/responses"
     with replay.use_cassette(path):
         httpx.get(url)
     assert b"s3cr3t" not in path.read_bytes()
     stored = replay.Cassette.load(path).interactions[0].request.url
-    assert stored.startswith("http://alice:REDACTED@127.0.0.1")
+    assert stored.startswith("http://REDACTED:REDACTED@127.0.0.1")  # the user may be a key
     # The live request is redacted the same way before matching: it still replays.
     with replay.use_cassette(path, record_mode="none") as cassette:
         httpx.get(url)
@@ -346,3 +348,250 @@ def test_a_before_record_hook_returning_none_drops_the_interaction(
     assert [i.request.url for i in replay.Cassette.load(path).interactions] == [
         origin.url + "/v1/responses"
     ]
+
+
+# --- names that look like credentials, values shaped like keys ---------------------------
+
+
+def redacted(
+    url: str = "http://a.test/v1/x",
+    headers: list[tuple[str, str]] | None = None,
+    body: bytes = b"",
+) -> replay.Request:
+    return Redactor().request(
+        replay.Request(method="POST", url=url, headers=headers or [], body=body)
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["X-Amz-Security-Token", "X-Auth-Token", "Ocp-Apim-Subscription-Key", "X-Custom-Secret"],
+)
+def test_headers_named_like_credentials_are_redacted_without_being_listed(name: str) -> None:
+    request = redacted(headers=[(name, "opaque-value-1"), ("x-request-id", "req-1")])
+
+    assert request.headers == ((name, PLACEHOLDER), ("x-request-id", "req-1"))
+
+
+@pytest.mark.parametrize(
+    "name", ["x-ratelimit-remaining-tokens", "x-ratelimit-limit-tokens", "Idempotency-Key"]
+)
+def test_counts_and_idempotency_keys_are_kept(name: str) -> None:
+    request = redacted(headers=[(name, "12000")])
+
+    assert request.header(name) == "12000"
+
+
+def test_a_key_in_any_header_value_is_redacted_by_its_shape() -> None:
+    request = redacted(
+        headers=[
+            ("x-trace", "from sk-proj-AbC123dEf456GhI789jKl012"),
+            ("x-forwarded-access", "Bearer opaque.token-value_1"),
+        ]
+    )
+
+    assert request.headers == (
+        ("x-trace", f"from {PLACEHOLDER}"),
+        ("x-forwarded-access", f"Bearer {PLACEHOLDER}"),
+    )
+
+
+def test_a_key_echoed_in_a_response_header_is_redacted() -> None:
+    interaction = replay.Interaction(
+        replay.Request(method="GET", url="http://a.test/"),
+        replay.Response(
+            status=200,
+            headers=[("x-echo", "AKIAIOSFODNN7EXAMPLE"), ("x-session-token", "opaque-2")],
+        ),
+    )
+
+    cleaned = Redactor().interaction(interaction)
+
+    assert cleaned is not None
+    assert cleaned.response.headers == (("x-echo", PLACEHOLDER), ("x-session-token", PLACEHOLDER))
+
+
+PRESIGNED = (
+    "https://bucket.s3.amazonaws.com/key.txt?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+    "&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20240101%2Fus-east-1%2Fs3%2Faws4_request"
+    "&X-Amz-Date=20240101T000000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host"
+    "&X-Amz-Security-Token=IQoJb3JpZ2luX2VjEOpaque&X-Amz-Signature=a1b2c3d4e5f6"
+)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        pytest.param(
+            PRESIGNED,
+            "https://bucket.s3.amazonaws.com/key.txt?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+            f"&X-Amz-Credential={PLACEHOLDER}&X-Amz-Date=20240101T000000Z&X-Amz-Expires=3600"
+            f"&X-Amz-SignedHeaders=host&X-Amz-Security-Token={PLACEHOLDER}"
+            f"&X-Amz-Signature={PLACEHOLDER}",
+            id="presigned-url",
+        ),
+        pytest.param(
+            "http://a.test/token?client_secret=opaque&grant_type=client_credentials",
+            f"http://a.test/token?client_secret={PLACEHOLDER}&grant_type=client_credentials",
+            id="client_secret",
+        ),
+        pytest.param(
+            "http://a.test/p?q=AIzaSyDdI0hCZtE6vySjMm-WEfRq3CPzqKqqsHI&max_tokens=5",
+            f"http://a.test/p?q={PLACEHOLDER}&max_tokens=5",
+            id="key-shaped-value",
+        ),
+        pytest.param(
+            "https://opaque-token-1@a.test/p",
+            f"https://{PLACEHOLDER}@a.test/p",
+            id="user-alone",
+        ),
+        pytest.param(
+            "https://user:pass@a.test:8443/p",
+            f"https://{PLACEHOLDER}:{PLACEHOLDER}@a.test:8443/p",
+            id="user-and-password",
+        ),
+        pytest.param(
+            "https://a.test/bot/xoxb-123456789012-AbCdEfGhIjKl/send?x=1",
+            f"https://a.test/bot/{PLACEHOLDER}/send?x=1",
+            id="key-in-path",
+        ),
+        pytest.param("https://a.test/p?email=a@b.test", "https://a.test/p?email=a@b.test", id="at"),
+    ],
+)
+def test_redactor_url_hides_credentials_wherever_they_are(url: str, expected: str) -> None:
+    assert Redactor().url(url) == expected
+
+
+JSON = [("content-type", "application/json")]
+
+
+def test_json_body_fields_named_like_credentials_are_redacted_at_any_depth() -> None:
+    body = {
+        "api_key": "opaque-1",
+        "max_tokens": 100,
+        "metadata": {"credentials": {"password": "opaque-2", "user": "alice"}},
+        "tokens": ["a", "b"],
+        "api_keys": ["opaque-3", "opaque-4"],
+        "auth": {"value": "kept: an object's fields have their own names"},
+        "input": "my key is ghp_16C7e42F292c6912E7710c838347Ae178B4a, keep the rest",
+    }
+
+    request = redacted(headers=JSON, body=json.dumps(body).encode())
+
+    assert json.loads(request.body) == {
+        "api_key": PLACEHOLDER,
+        "max_tokens": 100,
+        "metadata": {"credentials": {"password": PLACEHOLDER, "user": "alice"}},
+        "tokens": ["a", "b"],
+        "api_keys": [PLACEHOLDER, PLACEHOLDER],
+        "auth": {"value": "kept: an object's fields have their own names"},
+        "input": f"my key is {PLACEHOLDER}, keep the rest",
+    }
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b'{"model":"m","max_tokens":5,"input":"hi"}', id="only-counters"),
+        pytest.param(b'{"model": "m", "input": "the key to success"}', id="a-stem-in-prose"),
+        pytest.param(b'{"max_output_tokens": 5,  "stream":true}', id="spacing-kept"),
+        pytest.param(b'{"api_key": 12345}', id="not-a-string"),
+        pytest.param(b"{not json, key", id="not-json"),
+    ],
+)
+def test_a_json_body_with_nothing_to_hide_is_kept_byte_for_byte(body: bytes) -> None:
+    request = replay.Request(method="POST", url="http://a.test/", headers=JSON, body=body)
+
+    assert Redactor().request(request) is request
+
+
+def test_a_body_that_is_not_json_keeps_its_credential_like_text() -> None:
+    body = b'{"api_key": "opaque-1"}'
+    request = replay.Request(method="POST", url="http://a.test/", body=body)
+
+    assert Redactor().request(request).body == body  # no content type: a raw body
+
+
+def test_form_fields_named_like_credentials_are_redacted() -> None:
+    form = [("content-type", "application/x-www-form-urlencoded")]
+    body = b"grant_type=client_credentials&client_id=app&client_secret=opaque%2F1&scope=a+b"
+
+    request = redacted(headers=form, body=body)
+
+    assert request.body == (
+        b"grant_type=client_credentials&client_id=app&client_secret=REDACTED&scope=a+b"
+    )
+
+
+def test_redacting_twice_changes_nothing_more() -> None:
+    once = redacted(
+        url="https://tok@a.test/p?token=1&q=sk-proj-AbC123dEf456GhI789jKl012",
+        headers=[*JSON, ("authorization", "Bearer x"), ("x-trace", "Bearer opaque-abcdef")],
+        body=b'{"api_key": "1", "input": "AKIAIOSFODNN7EXAMPLE"}',
+    )
+
+    assert Redactor().request(once) is once
+
+
+def test_a_request_with_nothing_to_hide_is_not_copied() -> None:
+    request = replay.Request(
+        method="POST",
+        url="http://a.test/v1/responses?model=m",
+        headers=[*JSON, ("user-agent", "python-httpx/0.28.1")],
+        body=b'{"model": "gpt-4.1", "input": "Question number 5?", "stream": true}',
+    )
+
+    assert Redactor().request(request) is request
+
+
+def test_a_different_key_in_the_json_body_still_matches(
+    origin: Origin, cassette_path: Path
+) -> None:
+    with replay.use_cassette(cassette_path):
+        send(f"{origin.url}{URL_PATH}", body={"input": "hi", "api_key": "opaque-recorded"})
+    origin.requests.clear()
+
+    with replay.use_cassette(cassette_path, record_mode="none") as cassette:
+        send(f"{origin.url}{URL_PATH}", body={"input": "hi", "api_key": "opaque-live"})
+
+    assert cassette.all_played
+    assert origin.requests == []
+    assert b"opaque-recorded" not in cassette_path.read_bytes()
+
+
+def test_a_mismatch_body_diff_shows_no_body_secret(origin: Origin, cassette_path: Path) -> None:
+    with replay.use_cassette(cassette_path):
+        send(f"{origin.url}{URL_PATH}", body={"input": "hi", "api_key": "opaque-recorded"})
+
+    with (
+        replay.use_cassette(cassette_path, record_mode="none"),
+        pytest.raises(replay.CassetteMismatchError) as raised,
+    ):
+        send(f"{origin.url}{URL_PATH}", body={"input": "bye", "api_key": "opaque-live"})
+
+    message = str(raised.value)
+    assert "body differs" in message
+    assert '"input": "bye"' in message  # the diff is there, and shows the field that differs
+    assert "opaque-recorded" not in message
+    assert "opaque-live" not in message
+
+
+def test_a_cassette_holding_an_unredacted_secret_is_never_echoed_by_a_mismatch(
+    origin: Origin, cassette_path: Path
+) -> None:
+    """A cassette recorded before a value was redacted holds it: the live request, redacted,
+    no longer matches, and the message says why without showing it."""
+    body = json.dumps({"input": "hi", "client_secret": "old-unredacted-secret"}).encode()
+    old = replay.Request(method="POST", url=f"{origin.url}{URL_PATH}", headers=JSON, body=body)
+    replay.Cassette([replay.Interaction(old, replay.Response(status=200))]).save(cassette_path)
+
+    with (
+        replay.use_cassette(cassette_path, record_mode="none"),
+        pytest.raises(replay.CassetteMismatchError) as raised,
+    ):
+        httpx.post(f"{origin.url}{URL_PATH}", content=body, headers=dict(JSON))
+
+    message = str(raised.value)
+    assert "old-unredacted-secret" not in message
+    assert "a hidden value differs" in message
+    assert "record it again" in message

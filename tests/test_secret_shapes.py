@@ -1,0 +1,200 @@
+"""What a secret looks like: credential-like names, and the shapes of well-known keys."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from replay._secret_shapes import (
+    ALLOWED_NAMES,
+    MAY_HOLD_KEY,
+    MAY_HOLD_KEY_BYTES,
+    NAME_STEMS,
+    PLACEHOLDER,
+    SHAPES,
+    hide_header_shapes,
+    hide_shapes,
+    is_secret_name,
+)
+
+SECRET_NAMES = [
+    "Authorization",
+    "Proxy-Authorization",
+    "X-Amz-Security-Token",
+    "X-Auth-Token",
+    "Ocp-Apim-Subscription-Key",
+    "x-goog-api-key",
+    "X-Amz-Signature",
+    "X-Amz-Credential",
+    "X-Goog-Credential",
+    "client_secret",
+    "api_key",
+    "apiKey",
+    "APIKEY",
+    "accessToken",
+    "refresh_token",
+    "id_token",
+    "oauth_token",
+    "auth",
+    "x-csrf-token",
+    "Cookie",
+    "Set-Cookie",
+    "password",
+    "db_password",
+    "passwd",
+    "passphrase",
+    "private_key",
+    "AccessKeyId",
+    "sig",
+    "secrets",
+    "api_keys",
+    "authToken",
+]
+
+HARMLESS_NAMES = [
+    # LLM usage counters and limits: the plural is a count
+    "max_tokens",
+    "max_output_tokens",
+    "max_completion_tokens",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "maxTokens",
+    "x-ratelimit-remaining-tokens",
+    "x-ratelimit-limit-tokens",
+    "x-ratelimit-reset-tokens",
+    "anthropic-ratelimit-input-tokens-remaining",
+    "skip_special_tokens",
+    # no credential word in them
+    "keep_alive",
+    "top_k",
+    "keyword",
+    "tokenizer",
+    "author",
+    ":authority",
+    "content-type",
+    "user-agent",
+    "model",
+    "x-request-id",
+    "signed_headers",
+    # the allow-list
+    "idempotency-key",
+    "Idempotency-Key",
+    "idempotency_key",
+    "prompt_cache_key",
+    "WWW-Authenticate",
+    "Access-Control-Allow-Credentials",
+    "eos_token",
+]
+
+
+@pytest.mark.parametrize("name", SECRET_NAMES)
+def test_credential_like_names_are_secret(name: str) -> None:
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize("name", HARMLESS_NAMES)
+def test_counts_and_known_harmless_names_are_not(name: str) -> None:
+    assert not is_secret_name(name)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(["Token", "key", "Secrets", "passwd", "AUTH", "oauth", "Sig", "pwd"]),
+            st.text(alphabet="aAcdeikKnoprstwy-_.", max_size=8),
+        ),
+        max_size=4,
+    ).map("".join)
+)
+def test_every_secret_name_holds_a_stem(name: str) -> None:
+    """Redaction skips a body without any stem: every secret name must hold one."""
+    if is_secret_name(name):
+        assert any(stem in name.lower() for stem in NAME_STEMS)
+
+
+def test_the_allow_list_is_short_and_normalised() -> None:
+    assert len(ALLOWED_NAMES) <= 12
+    assert all(name == name.lower() and "_" not in name for name in ALLOWED_NAMES)
+
+
+KEYS = [
+    pytest.param("sk-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8s9T0u1V2w3X4", id="openai"),
+    pytest.param("sk-proj-AbC123dEf456GhI789jKl012MnO345pQr678", id="openai-project"),
+    pytest.param("sk-ant-api03-AbC123dEf456GhI789jKl012MnO345pQr678-xyzAA", id="anthropic"),
+    pytest.param("AKIAIOSFODNN7EXAMPLE", id="aws-access-key-id"),
+    pytest.param("ASIAY34FZKBOKMUTVV7A", id="aws-temporary-key-id"),
+    pytest.param("AIzaSyDdI0hCZtE6vySjMm-WEfRq3CPzqKqqsHI", id="google"),
+    pytest.param("ghp_16C7e42F292c6912E7710c838347Ae178B4a", id="github"),
+    pytest.param("gho_16C7e42F292c6912E7710c838347Ae178B4a", id="github-oauth"),
+    pytest.param("github_pat_11ABCDEFG0123456789_abcdefghijklmnop", id="github-fine-grained"),
+    pytest.param("glpat-AbC123dEf456GhI789jKl0", id="gitlab"),
+    pytest.param("xoxb-123456789012-1234567890123-AbCdEfGhIjKl", id="slack"),
+    pytest.param("hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345", id="hugging-face"),
+    pytest.param("sk_live_4eC39HqLyjWDarjtT1zdp7dc", id="stripe"),
+    pytest.param(
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+        "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        id="jwt",
+    ),
+]
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_well_known_keys_are_hidden_wherever_they_are_in_a_text(key: str) -> None:
+    assert hide_shapes(key) == PLACEHOLDER
+    assert hide_shapes(f"my key is {key}, keep it") == f"my key is {PLACEHOLDER}, keep it"
+    assert hide_header_shapes(f"token={key}") == f"token={PLACEHOLDER}"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "task-management-and-scheduling-tool",  # sk- inside a word
+        "sk-learn",  # too short
+        "ASIA is a continent",
+        "Bearer of good news",  # not a header value
+        "hf_token",
+        "eyJ alone",
+        "max_tokens",
+        "",
+    ],
+)
+def test_prose_and_short_lookalikes_are_kept(text: str) -> None:
+    assert hide_shapes(text) is text
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param("Bearer opaque.token-value_1", f"Bearer {PLACEHOLDER}", id="bearer"),
+        pytest.param("bearer opaque.token-value_1", f"bearer {PLACEHOLDER}", id="any-case"),
+        pytest.param("Basic dXNlcjpwYXNzd29yZA==", f"Basic {PLACEHOLDER}", id="basic"),
+        pytest.param("Bearer short", "Bearer short", id="too-short-to-be-one"),
+        pytest.param("gzip, deflate", "gzip, deflate", id="nothing"),
+    ],
+)
+def test_a_header_value_hides_the_credentials_of_its_scheme(value: str, expected: str) -> None:
+    assert hide_header_shapes(value) == expected
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from([str(p.values[0]) for p in KEYS]),
+            st.text(alphabet="sk-_AKIASzaeyJ.ghpxobfr0123456789 ", max_size=30),
+        ),
+        max_size=5,
+    ).map("".join)
+)
+def test_the_quick_test_never_misses_a_key(text: str) -> None:
+    """MAY_HOLD_KEY lets redaction skip a text: it must find something wherever SHAPES does."""
+    if SHAPES.search(text):
+        assert MAY_HOLD_KEY.search(text)
+        assert MAY_HOLD_KEY_BYTES.search(text.encode())
