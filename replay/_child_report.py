@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -16,8 +18,9 @@ from typing import TextIO
 
 from replay._progress import Progress, is_event_stream
 from replay.model import Interaction, TimedEvent
+from replay.timing import ttft
 
-__all__ = ["StatusLine", "is_terminal", "summary_lines"]
+__all__ = ["Reach", "StatusLine", "is_terminal", "summary_lines"]
 
 
 # -- the summary -------------------------------------------------------------------------------
@@ -27,14 +30,12 @@ def summary_lines(path: Path, recorded: Sequence[Interaction]) -> list[str]:
     """What a run recorded: a headline, one row per interaction, a total line.
 
     Each row: method, URL, status, SSE events ("-" for a body that is not an event stream),
-    time to first token (the first event, else the first body byte) and duration. Reads
-    only what the cassette holds, which is already redacted.
+    time to first token (`replay.timing.ttft`: the first text delta, else the first event;
+    "-" for none) and duration. Reads only what the cassette holds, which is already
+    redacted.
     """
     if not recorded:
-        return [
-            f"replay: nothing recorded into {path} (no httpx or httpx2 request reached replay; "
-            "is CMD a Python program with replay installed?)"
-        ]
+        return [f"replay: nothing recorded into {path}"]
     rows = [("method", "url", "status", "events", "ttft", "duration")]
     total_events = total_bytes = 0
     for interaction in recorded:
@@ -42,7 +43,7 @@ def summary_lines(path: Path, recorded: Sequence[Interaction]) -> list[str]:
         events = _events(interaction)
         total_events += len(events or ())
         total_bytes += len(response.body)
-        first = events[0].at if events else response.ttfb
+        first = ttft(response) if events else None
         rows.append(
             (
                 request.method,
@@ -75,6 +76,48 @@ def _events(interaction: Interaction) -> list[TimedEvent] | None:
         return []
 
 
+# -- whether the program's requests reached the cassette -----------------------------------------
+
+
+class Reach:
+    """Tells whether any request of the program went through the cassette, and if none did,
+    why that may be: a program that is not Python, or runs Python in isolated mode, never
+    loads replay; a Python program may use a client replay does not serve.
+
+    Each process of the program that loaded replay writes its count into `path` as it ends
+    (`replay._child.ENV_REACH_DIR`). Use as a context manager: the directory is removed
+    at the end.
+    """
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="replay-reach-"))
+
+    def __enter__(self) -> Reach:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def verdict(self) -> str | None:
+        """The line to print when no request went through the cassette; None otherwise."""
+        counts = []
+        for report in self.path.iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                counts.append(int(report.read_text()))
+        if not counts:
+            return (
+                "replay: no request went through the cassette: no process of CMD loaded replay "
+                "(CMD is not a Python program, or runs Python with -I, -S or -E, or a Python "
+                "without replay installed)"
+            )
+        if sum(counts) == 0:
+            return (
+                "replay: no request went through the cassette: CMD sent none through httpx, "
+                "httpx2, aiohttp or requests (the clients replay serves)"
+            )
+        return None
+
+
 # -- the live status line ----------------------------------------------------------------------
 
 
@@ -87,7 +130,14 @@ def is_terminal(stream: TextIO) -> bool:
 
 
 class StatusLine:
-    """Shows the child's progress lines as one terminal line, rewritten in place.
+    """Shows the child's progress on the terminal's last row, out of the program's way.
+
+    The program writes to the same terminal, often a token at a time with no line break, so
+    the status line cannot share the program's line: it would erase what the program wrote.
+    As apt does, the terminal's scrolling region is set to every row but the last; the
+    program's output scrolls above, and each redraw saves the cursor, writes on the last
+    row and puts the cursor back, in one write. At the end the region is reset and the row
+    cleared. A terminal too small for this (fewer than 3 rows) gets no status line.
 
     The child writes `Progress` lines on a pipe (`write_fd`, inherited by the child only);
     a thread reads them and redraws. Reading polls with a timeout rather than waiting for
@@ -101,12 +151,19 @@ class StatusLine:
         self.read_fd, self.write_fd = os.pipe()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._pump, name="replay-status", daemon=True)
-        self._drawn = False
+        self._rows = 0
 
     def start(self) -> None:
-        """Start drawing; the child now holds the write end (ours is closed)."""
+        """Keep the last row for the status, and start drawing; the child now holds the
+        write end of the pipe (ours is closed)."""
         os.close(self.write_fd)
         self.write_fd = -1
+        rows, _ = self._size()
+        if rows >= 3:
+            self._rows = rows
+            # A line break first, so that the row given up is not one with text on it; then
+            # the region (which homes the cursor), and the cursor back where it was.
+            self._write(f"\n\x1b[1A\x1b7\x1b[1;{rows - 1}r\x1b8")
         self._thread.start()
 
     def close(self) -> None:
@@ -114,8 +171,8 @@ class StatusLine:
         self._stopped.set()
         if self._thread.is_alive():
             self._thread.join()
-        if self._drawn:
-            self._write("\r\x1b[K")
+        if self._rows:  # clear the status row, give it back, and put the cursor back
+            self._write(f"\x1b7\x1b[{self._rows};1H\x1b[K\x1b[r\x1b8")
         for fd in (self.read_fd, self.write_fd):
             if fd >= 0:
                 with contextlib.suppress(OSError):
@@ -145,13 +202,19 @@ class StatusLine:
             f"replay: recording: {_count(progress.requests, 'request')}, "
             f"{_count(progress.events, 'event')}, {_size(progress.body_bytes)}"
         )
+        if not self._rows:
+            return
+        width = self._size()[1] or 80  # a terminal of unknown size says 0
+        shown = text[: max(width - 1, 10)]
+        self._write(f"\x1b7\x1b[{self._rows};1H{shown}\x1b[K\x1b8")
+
+    def _size(self) -> tuple[int, int]:
+        """The terminal's rows and columns; (0, 0) when unknown."""
         try:
-            width = os.get_terminal_size(self.stream.fileno()).columns
+            size = os.get_terminal_size(self.stream.fileno())
         except (OSError, ValueError):
-            width = 0
-        width = width or 80  # a terminal of unknown size says 0
-        self._write(f"\r{text[: max(width - 1, 10)]}\x1b[K")
-        self._drawn = True
+            return 0, 0
+        return size.lines, size.columns
 
     def _write(self, text: str) -> None:
         with contextlib.suppress(OSError, ValueError):

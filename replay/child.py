@@ -34,7 +34,7 @@ from typing import TextIO
 
 from replay._child import ENV_STATUS_FD, HOOK_DIRECTORY, settings_environment
 from replay._child._parts import PartsDirectory, recover
-from replay._child_report import StatusLine, is_terminal, summary_lines
+from replay._child_report import Reach, StatusLine, is_terminal, summary_lines
 from replay._supervise import Signals, run_program
 from replay.clock import format_speed, parse_speed
 from replay.errors import ConfigurationError
@@ -92,12 +92,13 @@ def record_command(
         ignore_hosts=ignore_hosts,
         ignore_localhost=ignore_localhost,
     )
-    with Signals() as signals:
+    with Signals() as signals, Reach() as reach:
         recovered = recover(out)
         if recovered is not None:
             print(recovered, file=stream)
         if signals.held is not None:  # stopped while recovering: the program never starts
             return 128 + signals.held
+        settings = functools.partial(settings, reach_dir=reach.path)
         status = StatusLine(stream) if is_terminal(stream) and os.name == "posix" else None
         if status is not None:
             settings = functools.partial(settings, status_fd=status.write_fd)
@@ -110,6 +111,7 @@ def record_command(
         if recorded is not None:
             for line in summary_lines(out, recorded):
                 print(line, file=stream)
+        _say_if_unreached(reach, stream)
     return code if signals.held is None else 128 + signals.held
 
 
@@ -150,7 +152,8 @@ def replay_command(
     not answer raises `replay.CassetteMismatchError` inside the program.
 
     Args:
-        cassette: an existing cassette file.
+        cassette: the cassette file (it must exist in mode "none"; the other modes record
+            what it does not answer, creating it if need be).
         command: the program and its arguments.
         mode: "none" (default): replay only; "once": the same, as the file exists;
             "new_episodes": record what the cassette does not answer, into it.
@@ -166,7 +169,8 @@ def replay_command(
         The program's exit status; 128 + N if signal N ended it.
 
     Raises:
-        FileNotFoundError: there is no cassette at `cassette`, or the command does not exist.
+        FileNotFoundError: there is no cassette at `cassette` in mode "none", or the
+            command does not exist.
         CassetteFormatError: the cassette cannot be read.
         ConfigurationError: a bad speed or fault, an unknown mode or an empty command.
     """
@@ -175,28 +179,38 @@ def replay_command(
     specs = _fault_specs(faults)
     program = _checked_command(command)
     stream = sys.stderr if stderr is None else stderr
-    if not cassette.is_file():
+    if mode == "none" and not cassette.is_file():  # the other modes record it
         raise FileNotFoundError(
             f"no cassette at {str(cassette)!r}: record one with "
-            f"`replay record {cassette} -- CMD [ARGS...]`"
+            f"`replay record {cassette} -- CMD [ARGS...]`, or add --mode once"
         )
-    before = load_interactions(cassette)
-    settings = settings_environment(
-        cassette,
-        record_mode=mode,
-        speed=speed_text,
-        faults=specs,
-        ignore_hosts=ignore_hosts,
-        ignore_localhost=ignore_localhost,
-    )
-    with Signals() as signals:
+    before = load_interactions(cassette) if cassette.exists() else []
+    with Signals() as signals, Reach() as reach:
+        settings = settings_environment(
+            cassette,
+            record_mode=mode,
+            speed=speed_text,
+            faults=specs,
+            ignore_hosts=ignore_hosts,
+            ignore_localhost=ignore_localhost,
+            reach_dir=reach.path,
+        )
         code = run_program(program, _child_environment(settings), None, signals)
         if mode != "none":
             recorded = _recorded_since(cassette, before, stream)
             if recorded:
                 for line in summary_lines(cassette, recorded):
                     print(line, file=stream)
+        _say_if_unreached(reach, stream)
     return code if signals.held is None else 128 + signals.held
+
+
+def _say_if_unreached(reach: Reach, stream: TextIO) -> None:
+    """Say so when no request of the program went through the cassette (it went live, or
+    there was none), rather than let a run that never used the cassette pass silently."""
+    line = reach.verdict()
+    if line is not None:
+        print(line, file=stream)
 
 
 # -- running the program ---------------------------------------------------------------------

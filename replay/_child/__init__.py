@@ -52,6 +52,7 @@ __all__ = [
     "ENV_IGNORE_HOSTS",
     "ENV_IGNORE_LOCALHOST",
     "ENV_PARTS_DIR",
+    "ENV_REACH_DIR",
     "ENV_RECORD_MODE",
     "ENV_SPEED",
     "ENV_STATUS_FD",
@@ -82,6 +83,10 @@ ENV_IGNORE_LOCALHOST = "REPLAY_IGNORE_LOCALHOST"
 """"1": loopback hosts go live, unrecorded, too."""
 ENV_PARTS_DIR = "REPLAY_PARTS_DIR"
 """If set, each process records into a cassette of its own there (see the module docs)."""
+ENV_REACH_DIR = "REPLAY_REACH_DIR"
+"""If set, each process writes there, as it ends, how many requests went through its
+session: the parent can then tell a program that never loaded replay (no file) from one
+whose requests went elsewhere (zero) (`replay._child_report.Reach`)."""
 
 #: A second SIGTERM this soon after the first is the same one delivered twice (to the
 #: process group and forwarded by the parent): ignore it rather than break the save.
@@ -144,6 +149,7 @@ class ChildSession:
                 self._reporter.flush()
             self.session.__exit__(None, None, None)
             _warn_read_on_loop(self.session.read_on_loop)
+            _report_reach(self.session)
         finally:
             self._close_status()
 
@@ -172,6 +178,18 @@ class ChildSession:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _report_reach(session: CassetteSession) -> None:
+    """Write how many requests went through `session` where the parent asked for it."""
+    directory = os.environ.get(ENV_REACH_DIR)
+    used = session.last_used
+    if not directory or used is None:
+        return
+    cassette, _ = used
+    count = cassette.play_count + len(cassette.recorded) + len(session.mismatches)
+    with contextlib.suppress(OSError):  # the parent is gone, or the directory with it
+        (Path(directory) / f"{os.getpid()}-{secrets.token_hex(4)}").write_text(str(count))
 
 
 def _warn_read_on_loop(requests: list[str]) -> None:
@@ -257,6 +275,7 @@ def settings_environment(
     faults: Sequence[str] = (),
     ignore_hosts: Sequence[str] = (),
     ignore_localhost: bool = False,
+    reach_dir: Path | None = None,
 ) -> Mapping[str, str]:
     """The `ENV_*` variables that make the hook start a session with these settings.
 
@@ -277,4 +296,6 @@ def settings_environment(
         settings[ENV_STATUS_FD] = str(status_fd)
     if parts_dir is not None:
         settings[ENV_PARTS_DIR] = str(parts_dir.resolve())
+    if reach_dir is not None:
+        settings[ENV_REACH_DIR] = str(reach_dir.resolve())
     return settings
