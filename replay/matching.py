@@ -74,14 +74,22 @@ _URL_KEYS: dict[str, Callable[[SplitResult], object]] = {
 }
 
 
+#: The first byte of a body worth parsing as JSON: an object or an array (after spaces).
+_JSON_STARTS = frozenset(b"{[")
+
+
 def _is_json(request: Request) -> bool:
-    """A body to compare as JSON: not empty, and its (first) Content-Type mentions json."""
-    if not request.body:
+    """A body to compare as JSON: an object or an array, whatever the Content-Type says
+    (`curl -d '{...}'` sends JSON as a form). Anything else is compared as bytes, without
+    parsing: a large binary upload costs nothing here."""
+    body = request.body
+    if not body:
         return False
-    for name, value in request.headers:  # a plain loop: `Request.header` costs 2.5 times more
-        if name.lower() == "content-type":
-            return "json" in value.lower()
-    return False
+    first = body[0]
+    if first in _JSON_STARTS:
+        return True
+    stripped = body.lstrip()
+    return bool(stripped) and stripped[0] in _JSON_STARTS
 
 
 def _json_body(body: bytes) -> tuple[str, object]:
@@ -142,7 +150,13 @@ def _vcr_matcher(matcher: Matcher) -> Callable[[Any, Any], Any]:
 
 
 def _short(value: object, limit: int = 80) -> str:
-    text = repr(value)
+    """A matcher's key as a person reads it: a body as its text, not its Python repr."""
+    if isinstance(value, tuple) and len(value) == 2 and value[0] in ("raw", "json"):
+        value = value[1]
+    if isinstance(value, bytes):
+        text = value.decode("utf-8", "backslashreplace")
+    else:
+        text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[:limit] + "…"
 
 

@@ -110,11 +110,13 @@ RECORDED_JSON = '{"model": "m", "input": [{"role": "user", "content": "hi"}], "n
         pytest.param(RECORDED_JSON.replace('"n": 1', '"n": 2'), JSON, False, id="number-differs"),
         pytest.param(RECORDED_JSON[:-1] + ', "x": null}', JSON, False, id="extra-key"),
         pytest.param(
+            # `curl -d '{...}'` sends JSON as a form: JSON is JSON whatever the content-type.
             json.dumps(json.loads(RECORDED_JSON), indent=4),
-            (("content-type", "text/plain"),),
-            False,
-            id="not-json-whitespace-counts",
+            (("content-type", "application/x-www-form-urlencoded"),),
+            True,
+            id="json-under-another-content-type",
         ),
+        pytest.param("n=1&input=hi", JSON, False, id="not-json-compares-as-bytes"),
     ],
 )
 def test_json_bodies_compare_as_json(
@@ -401,8 +403,9 @@ def request(
 # (match_on, recorded, new, whether they share a key)
 KEYS = [
     pytest.param(
-        ("body",), request('{"a": 1}'), request('{"a": 1}', headers=TEXT), False, id="json-vs-text"
+        ("body",), request('{"a": 1}'), request('{"a":1}', headers=TEXT), True, id="json-as-text"
     ),
+    pytest.param(("body",), request("a=1"), request("a=1 "), False, id="form-as-bytes"),
     pytest.param(("body",), request('{"a": 1'), request('{"a":  1'), False, id="bad-json-as-bytes"),
     pytest.param(("body",), request('{"a": 1'), request('{"a": 1'), True, id="bad-json-same-bytes"),
     pytest.param(("body",), request("1"), request("1.0"), False, id="json-number-spelling"),
@@ -410,8 +413,8 @@ KEYS = [
         ("body",),
         request('{"a": 1}', headers=(*TEXT, *JSON)),
         request('{"a":1}', headers=(*TEXT, *JSON)),
-        False,
-        id="first-content-type-counts",
+        True,
+        id="content-type-does-not-count",
     ),
     pytest.param(
         ("body",),

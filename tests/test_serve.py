@@ -4,6 +4,7 @@ httpx, a raw socket, curl and the openai SDK as their clients, and a local origi
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import shutil
 import signal
@@ -311,6 +312,23 @@ def test_curl_gets_the_recorded_body(instant: Running, recorded: Path) -> None:
     assert result.stdout == interaction.response.body
 
 
+def test_a_json_body_sent_as_a_form_is_still_json(instant: Running, recorded: Path) -> None:
+    # `curl -d '{...}'` sends the recorded JSON with a form content-type (and maybe other
+    # spacing): JSON bodies are compared as JSON whatever the content-type says.
+    body = json.dumps(json.loads(replay.Cassette.load(recorded).interactions[0].request.body))
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    with httpx.Client() as client:
+        answered = client.post(f"{instant.url}/v1/responses", content=body, headers=form)
+        refused = client.post(f"{instant.url}/v1/responses", content=b"input=hi", headers=form)
+    assert answered.status_code == 200
+    assert b"event: response.completed" in answered.content
+    assert refused.status_code == 404
+    message = refused.json()["error"]["message"]
+    assert "body differs" in message
+    assert "('raw'" not in message
+    assert "('json'" not in message
+
+
 def test_without_repeat_each_interaction_answers_once(recorded: Path) -> None:
     with running("serve", str(recorded), "--speed", "instant") as server, httpx.Client() as client:
         request = replayed_request(recorded, server)
@@ -441,7 +459,7 @@ def test_proxy_passes_a_dropped_stream_through_and_records_it(proxied: Running, 
     assert interaction.response.end.error == "RemoteProtocolError"
 
 
-def test_proxy_saves_after_each_interaction(proxied: Running, out: Path) -> None:
+def test_proxy_saves_while_it_runs(proxied: Running, out: Path) -> None:
     with httpx.Client() as client:
         assert client.get(f"{proxied.url}/nowhere?page=1").status_code == 404
         assert client.get(f"{proxied.url}/nowhere?page=2").status_code == 404
