@@ -14,7 +14,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from replay.errors import Advice
 
 __all__ = ["Imposed", "Watcher", "current", "imposed"]
 
@@ -38,12 +41,14 @@ class Imposed:
         default_record_mode: the mode of a session that asks for none (the ini file's).
         default_speed: the speed of a session that asks for none (`--replay-speed`, ini).
         watcher: told of each session entered and left.
+        advice: how mismatch errors word their advice (`replay run`: in its flags).
     """
 
     record_mode: str | None = None
     default_record_mode: str | None = None
     default_speed: str | None = None
     watcher: Watcher | None = None
+    advice: Advice | None = None
 
 
 _NOTHING = Imposed()

@@ -18,8 +18,9 @@ secret (requests in messages are redacted first).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from replay.redact import Redactor
 
@@ -28,7 +29,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALREADY_PLAYED",
+    "COMMAND_ADVICE",
     "DISTRIBUTION",
+    "Advice",
     "AmbiguousSessionError",
     "CassetteFormatError",
     "CassetteMismatchError",
@@ -50,6 +53,19 @@ ALREADY_PLAYED = "already played"
 
 class ReplayError(Exception):
     """Base class of every error replay raises on purpose."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Constructors take typed fields, not the message: rebuild from the message and the
+        # fields as they are, so that an error crosses processes (a multiprocessing pool).
+        return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuilt(cls: type[ReplayError], args: tuple[object, ...], state: dict[str, Any]) -> Any:
+    """An error of type `cls` with `args` and attributes `state`, made without `__init__`."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class AmbiguousSessionError(ReplayError, RuntimeError):
@@ -85,6 +101,30 @@ class ConfigurationError(ReplayError, ValueError):
     """An argument replay was given makes no sense (a speed of 0, an unknown record mode…)."""
 
 
+@dataclass(frozen=True)
+class Advice:
+    """How a mismatch's advice is worded where its error is read: the library's keywords by
+    default; `replay run` words it in its own flags (see `COMMAND_ADVICE`).
+
+    Attributes:
+        record: how to record the request that had no match.
+        repeat: how to let an interaction answer again.
+        ignore_host: how to let a host's requests go live (`{host}` is filled in).
+    """
+
+    record: str = "use record_mode='new_episodes' (or 'all' to record everything again)"
+    repeat: str = "allow_playback_repeats=True lets it answer again"
+    ignore_host: str = "ignore_hosts=[{host!r}]"
+
+
+#: The advice of `replay run` and `replay record`: their flags, not keyword arguments.
+COMMAND_ADVICE = Advice(
+    record="run again with --mode new_episodes (or record it all again with replay record)",
+    repeat="a cassette answers each request once: record it again for each time it is made",
+    ignore_host="--ignore-host {host}",
+)
+
+
 class CassetteMismatchError(ReplayError, LookupError):
     """No recorded interaction answers a request, and the record mode forbids recording.
 
@@ -107,6 +147,7 @@ class CassetteMismatchError(ReplayError, LookupError):
         differences: Sequence[tuple[str, str]] = (),
         reason: str = "",
         unseen_host: str | None = None,
+        advice: Advice = Advice(),
     ) -> None:
         self.method = method
         self.url = _without_secrets(url)  # callers redact already: this is a second guard
@@ -129,7 +170,7 @@ class CassetteMismatchError(ReplayError, LookupError):
             lines.append(
                 f"The cassette holds no request to {unseen_host} at all. If this is a "
                 "library's background request (telemetry, a model-cost map, a local "
-                f"service), let it go live with ignore_hosts=[{unseen_host!r}]."
+                f"service), let it go live with {advice.ignore_host.format(host=unseen_host)}."
             )
         if reason:
             lines.append(reason)
@@ -140,13 +181,11 @@ class CassetteMismatchError(ReplayError, LookupError):
             for name, how in self.differences:
                 how_lines = how.splitlines() or [""]
                 if name == ALREADY_PLAYED:
-                    lines.append(f"  it matches, but {ALREADY_PLAYED}: {how_lines[0]}")
+                    lines.append(f"  it matches, but {ALREADY_PLAYED}: {advice.repeat}")
                 else:
                     lines.append(f"  {name} differs: {how_lines[0]}")
                 lines.extend(f"    {line}" for line in how_lines[1:])
-        lines.append(
-            "To record it, use record_mode='new_episodes' (or 'all' to record everything again)."
-        )
+        lines.append(f"To record it, {advice.record}.")
         super().__init__("\n".join(lines))
 
 

@@ -341,5 +341,5 @@ class MatchIndex:
         if not differences and differs:  # in a value the cassette holds and redaction hides
             differences = [(_HIDDEN_VALUE, _RECORD_AGAIN)]
         if not differences and play_counts[nearest] > 0:
-            differences = [(ALREADY_PLAYED, "allow_playback_repeats=True lets it answer again")]
+            differences = [(ALREADY_PLAYED, "it answered an earlier request")]
         return f"{recorded.method} {recorded.url}", differences

@@ -45,7 +45,7 @@ from replay._asgi import (
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
 from replay.engine import Data, End, Head, Player, Stepper, step_async
-from replay.errors import CassetteMismatchError
+from replay.errors import ALREADY_PLAYED, CassetteMismatchError
 from replay.faults import FaultLike, coerce
 from replay.model import Request, Response
 from replay.network import host_names
@@ -78,7 +78,12 @@ def _served_mismatch(mismatch: CassetteMismatchError) -> str:
     else:
         method, _, url = mismatch.nearest.partition(" ")
         lines.append(f"Nearest recorded request: {method} {_path_of(url)}")
-        lines += [f"  {matcher} differs" for matcher, _ in mismatch.differences]
+        lines += [
+            f"  it matches, but {ALREADY_PLAYED}: --repeat lets it answer again"
+            if matcher == ALREADY_PLAYED
+            else f"  {matcher} differs"
+            for matcher, _ in mismatch.differences
+        ]
     return "\n".join(lines)
 
 

@@ -246,6 +246,7 @@ class CassetteSession:
             faults=self.faults,
             record_mode=mode,
             replayable=self._loaded,
+            advice=run.advice,
         )
         self._tape = Tape(cassette, self.redactor)
         self.cassette = cassette

@@ -586,7 +586,7 @@ def test_run_lets_an_ignored_host_go_live_unrecorded(fast_origin: Origin, tmp_pa
     refused = replay_cli("run", str(cassette), "--", sys.executable, app, fast_origin.url)
     assert refused.returncode != 0
     assert "CassetteMismatchError" in refused.stderr
-    assert "ignore_hosts=['127.0.0.1']" in refused.stderr
+    assert "let it go live with --ignore-host 127.0.0.1." in refused.stderr  # run's own flag
     assert fast_origin.requests == []
     let_through = ("--ignore-host", "127.0.0.1")
     result = replay_cli(
@@ -660,3 +660,17 @@ def test_run_in_mode_once_records_a_cassette_that_does_not_exist_yet(
     offline = replay_cli("run", str(cassette), "--", sys.executable, app, fast_origin.url)
     assert offline.returncode == 0, offline.stderr
     assert len(fast_origin.requests) == 1  # the second run was served by the cassette
+
+
+def test_a_mismatch_inside_replay_run_advises_its_flags(
+    tmp_path: Path, fast_origin: Origin
+) -> None:
+    cassette = tmp_path / "c.msgpack"
+    replay.Cassette().save(cassette)
+    app = program(tmp_path, STREAM)
+    result = replay_cli("run", str(cassette), "--", sys.executable, app, fast_origin.url)
+    assert result.returncode == 1
+    assert "CassetteMismatchError" in result.stderr
+    assert "To record it, run again with --mode new_episodes" in result.stderr
+    assert "record_mode=" not in result.stderr
+    assert fast_origin.requests == []

@@ -43,7 +43,8 @@ from types import FrameType
 from replay import patch
 from replay._child._parts import hold
 from replay._progress import ProgressReporter
-from replay.errors import ConfigurationError
+from replay._suite import Imposed, imposed
+from replay.errors import COMMAND_ADVICE, ConfigurationError
 from replay.session import CassetteSession, use_cassette
 
 __all__ = [
@@ -118,9 +119,12 @@ class ChildSession:
         #: The descriptor that marks `parts_dir` as in use by this process, if any.
         self.parts_hold: int | None = None
         self._last_signal_at: float | None = None
+        self._imposed = contextlib.ExitStack()
 
     def start(self) -> None:
         """Enter the session; stop it at exit, on SIGTERM / SIGHUP, and in forked children."""
+        # Mismatch errors raised in the program advise replay run's flags, not keywords.
+        self._imposed.enter_context(imposed(Imposed(advice=COMMAND_ADVICE)))
         self.session.__enter__()
         if self._reporter is not None:
             patch.set_front(self.session, self._reporter)  # it sees each request first
@@ -151,6 +155,7 @@ class ChildSession:
             _warn_read_on_loop(self.session.read_on_loop)
             _report_reach(self.session)
         finally:
+            self._imposed.close()
             self._close_status()
 
     def _exit_on_signal(self, signum: int, frame: FrameType | None) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from replay.cassette import Cassette
-from replay.errors import CassetteMismatchError
+from replay.errors import Advice, CassetteMismatchError
 from replay.faults import Fault, FaultLike, Injector
 from replay.model import Request, Response
 from replay.redact import Redactor
@@ -60,6 +60,7 @@ class Player:
         record_mode: named in mismatch messages.
         replayable: only the first N interactions answer (a session passes the number it
             loaded: what it records itself is not played back to it); None: all.
+        advice: how mismatch errors word their advice (the library's keywords by default).
     """
 
     def __init__(
@@ -70,8 +71,10 @@ class Player:
         faults: Iterable[FaultLike] = (),
         record_mode: str = "none",
         replayable: int | None = None,
+        advice: Advice | None = None,
     ) -> None:
         self.cassette = cassette
+        self.advice = advice or Advice()
         self.redactor = redactor or Redactor()
         self.injector = Injector(faults)
         self.record_mode = record_mode
@@ -133,6 +136,7 @@ class Player:
             differences=differences,
             reason=reason,
             unseen_host=host if host is not None and host not in hosts else None,
+            advice=self.advice,
         )
         self.mismatches.append(error)
         return error
