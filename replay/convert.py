@@ -36,6 +36,7 @@ from replay._json_export import (
 from replay._vcrpy import from_vcr_text, to_vcr_text
 from replay.errors import CassetteFormatError, ConfigurationError
 from replay.model import Interaction
+from replay.redact import Redactor
 from replay.store import load_interactions, save_interactions
 
 __all__ = [
@@ -86,7 +87,8 @@ def convert(src: str | Path, dst: str | Path, *, overwrite: bool = False) -> Sou
 
     Suffixes: `.msgpack` (replay's format), `.yaml` / `.yml` (vcrpy, or pydantic-ai's
     serializer), `.json` (replay's JSON export, or a vcrpy JSON cassette); the text formats
-    may be gzip-compressed, named `.yaml.gz` and so on.
+    may be gzip-compressed, named `.yaml.gz` and so on. What is written is redacted as
+    replay redacts what it records (a vcrpy cassette may hold credentials).
 
     Args:
         overwrite: replace `dst` if it exists. Off by default: a converted cassette may hold
@@ -106,10 +108,16 @@ def convert(src: str | Path, dst: str | Path, *, overwrite: bool = False) -> Sou
     if dst.exists() and not overwrite:
         raise FileExistsError(f"{dst} already exists: pass overwrite=True to replace it")
     source = read_cassette(src)
+    # A cassette recorded by another tool may hold credentials: what is written is redacted
+    # as replay redacts what it records.
+    redactor = Redactor()
+    interactions = [
+        redactor.interaction(interaction) or interaction for interaction in source.interactions
+    ]
     if suffix == ".msgpack":
-        save_interactions(dst, source.interactions)
+        save_interactions(dst, interactions)
     else:
-        data = _TEXT_WRITERS[suffix](source.interactions).encode("utf-8")
+        data = _TEXT_WRITERS[suffix](interactions).encode("utf-8")
         _write_atomically(dst, gzip.compress(data, mtime=0) if compressed else data)
     return source
 

@@ -71,9 +71,9 @@ def hand_built() -> list[Interaction]:
             Response(
                 status=201,
                 headers=[
-                    ("Set-Cookie", "a=1"),
+                    ("Link", "<a>; rel=1"),
                     ("content-type", "text/plain"),
-                    ("set-cookie", "b=2"),
+                    ("link", "<b>; rel=2"),
                 ],
                 chunks=[Chunk(0.0, b"line  \r\nnext \n\n  indented\ttab\n")],
             ),
@@ -133,7 +133,7 @@ def test_the_yaml_is_laid_out_as_vcrpy_records_httpx(tmp_path: Path) -> None:
     }
     assert second["response"] == {
         "status": {"code": 201, "message": "Created"},
-        "headers": {"set-cookie": ["a=1", "b=2"], "content-type": ["text/plain"]},
+        "headers": {"link": ["<a>; rel=1", "<b>; rel=2"], "content-type": ["text/plain"]},
         "body": {"string": "line  \r\nnext \n\n  indented\ttab\n"},
     }
     gzipped = document["interactions"][2]["response"]
@@ -235,7 +235,7 @@ def test_json_export_keeps_one_header_or_chunk_per_line() -> None:
     lines = export_json(hand_built()[:2]).splitlines()
     assert '        "chunks": [' in lines
     assert '          {"at": 0.1, "data_base64": "//4="},' in lines
-    assert '          ["Set-Cookie", "a=1"],' in lines
+    assert '          ["Link", "<a>; rel=1"],' in lines
     assert '        "end": {"at": 0.2, "error": null, "message": "", "truncated": false}' in lines
 
 
@@ -424,3 +424,28 @@ def test_the_cli_refuses_an_existing_destination_without_force(tmp_path: Path) -
     )
     assert forced.returncode == 0, forced.stderr
     assert (tmp_path / "a.yaml").read_text() != "kept"
+
+
+def test_a_vcrpy_cassettes_credentials_are_redacted_as_it_converts(tmp_path: Path) -> None:
+    # vcrpy keeps what it is not told to filter: the converted cassette must not.
+    key = "sk-proj-Convert0123456789abcdefXYZ"
+    src = tmp_path / "leaky.yaml"
+    src.write_text(
+        "interactions:\n"
+        "- request:\n"
+        "    body: null\n"
+        f"    headers: {{authorization: ['Bearer {key}']}}\n"
+        "    method: GET\n"
+        f"    uri: 'https://api.example.com/v1/models?api_key={key}'\n"
+        "  response:\n"
+        "    status: {code: 200, message: OK}\n"
+        "    headers: {content-type: [text/plain]}\n"
+        "    body: {string: hello}\n"
+        "version: 1\n"
+    )
+    for target in ("out.msgpack", "out.json", "out.yaml"):
+        convert(src, tmp_path / target)
+        assert key.encode() not in (tmp_path / target).read_bytes(), target
+    (interaction,) = Cassette.load(tmp_path / "out.msgpack").interactions
+    assert interaction.request.header("authorization") == "REDACTED"
+    assert interaction.response.body == b"hello"
