@@ -99,6 +99,20 @@ def _lower_set(names: Iterable[str]) -> frozenset[str]:
     return frozenset(name.lower() for name in names)
 
 
+#: Fields named like credentials that LLM APIs use for something else: the opaque signature
+#: of a reasoning block, which the client sends back verbatim in the next turn (Gemini's
+#: `thoughtSignature`; Anthropic's `signature` of a thinking block, below). Not credentials.
+_REASONING_SIGNATURES = frozenset({"thoughtSignature", "thought_signature"})
+_THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+
+
+def _reasoning_signature(name: str, owner: dict[str, object]) -> bool:
+    """Whether field `name` of the JSON object `owner` is a reasoning block's signature."""
+    if name in _REASONING_SIGNATURES:
+        return True
+    return name == "signature" and owner.get("type") in _THINKING_BLOCKS
+
+
 def _secret(name: str, always: frozenset[str]) -> bool:
     """Whether `name` (a header, parameter or field) is redacted, given the names `always`
     redacted (lower case)."""
@@ -271,7 +285,7 @@ class Redactor:
             cleaned: dict[str, object] = {}
             changed = False
             for name, item in value.items():
-                named = _secret(name, self._field_names)
+                named = _secret(name, self._field_names) and not _reasoning_signature(name, value)
                 cleaned[name], item_changed = self._json_value(item, secret=named, keys=keys)
                 changed = changed or item_changed
             return cleaned, changed

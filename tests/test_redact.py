@@ -595,3 +595,31 @@ def test_a_cassette_holding_an_unredacted_secret_is_never_echoed_by_a_mismatch(
     assert "old-unredacted-secret" not in message
     assert "a hidden value differs" in message
     assert "record it again" in message
+
+
+def test_a_reasoning_blocks_signature_is_no_credential() -> None:
+    # Anthropic's thinking blocks and Gemini's parts carry an opaque signature the client
+    # sends back verbatim: kept. A field named signature elsewhere is still a credential.
+    body = {
+        "messages": [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "Hmm.", "signature": "EqQBCkYIBxgCKkAx"},
+                    {"type": "text", "text": "Hi", "signature": "hmac-of-the-request"},
+                ],
+            }
+        ],
+        "contents": [{"parts": [{"text": "Hi", "thoughtSignature": "CiQBcsjafq"}]}],
+    }
+    request = replay.Request(
+        method="POST",
+        url="https://api.example.com/v1/messages",
+        headers=(("content-type", "application/json"),),
+        body=json.dumps(body).encode(),
+    )
+    stored = json.loads(Redactor().request(request).body)
+    blocks = stored["messages"][0]["content"]
+    assert blocks[0]["signature"] == "EqQBCkYIBxgCKkAx"
+    assert blocks[1]["signature"] == "REDACTED"
+    assert stored["contents"][0]["parts"][0]["thoughtSignature"] == "CiQBcsjafq"
