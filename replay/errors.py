@@ -4,6 +4,7 @@
     ├── AmbiguousSessionError (RuntimeError) a request no single active session can claim
     ├── CassetteFormatError (ValueError)    a cassette file that cannot be read
     ├── CassetteMismatchError (LookupError) a request the cassette cannot answer
+    ├── CassetteWriteError (OSError)        a cassette file that cannot be saved
     ├── ConfigurationError (ValueError)     a bad argument: speed, record mode, matcher…
     ├── DecodingError (ValueError)          a body whose Content-Encoding cannot be undone
     │   ├── DecoderMissingError                 its decoder (an optional extra) is missing
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from replay.redact import Redactor
 
@@ -35,6 +36,7 @@ __all__ = [
     "AmbiguousSessionError",
     "CassetteFormatError",
     "CassetteMismatchError",
+    "CassetteWriteError",
     "ConfigurationError",
     "DecodedTooLargeError",
     "DecoderMissingError",
@@ -43,6 +45,7 @@ __all__ = [
     "ReplayError",
     "UnplayedInteractionsWarning",
     "install_hint",
+    "raise_bare",
 ]
 
 
@@ -58,6 +61,16 @@ class ReplayError(Exception):
         # Constructors take typed fields, not the message: rebuild from the message and the
         # fields as they are, so that an error crosses processes (a multiprocessing pool).
         return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
+
+
+def raise_bare(error: BaseException) -> NoReturn:
+    """Raise `error` from a frame that holds nothing else.
+
+    A test report shows the arguments of the frame an error was raised in (pytest's long
+    tracebacks do): raised from here, that is the error alone, whose message is redacted,
+    never the raw request it is about.
+    """
+    raise error
 
 
 def _rebuilt(cls: type[ReplayError], args: tuple[object, ...], state: dict[str, Any]) -> Any:
@@ -95,6 +108,26 @@ class CassetteFormatError(ReplayError, ValueError):
         self.problem = problem
         where = "cassette" if path is None else f"cassette {str(path)!r}"
         super().__init__(f"cannot read {where}: {problem}")
+
+
+class CassetteWriteError(ReplayError, OSError):
+    """A cassette file cannot be saved: it is read-only, the disk is full, its directory
+    cannot be written... The file is left as it was, and no temporary file behind.
+
+    Attributes:
+        path: the cassette (as given: a symlink is written through, and named as given).
+        problem: what stopped the save (for an OSError, its description, no file name).
+        errno: the OSError's errno, if one stopped it.
+    """
+
+    def __init__(self, path: Path | str, problem: str, errno: int | None = None) -> None:
+        self.path = Path(path)
+        self.problem = problem
+        super().__init__(f"cannot save cassette {str(path)!r}: {problem}")
+        self.errno = errno  # after OSError.__init__, which would otherwise reset it
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.path, self.problem, self.errno))  # errno is no attribute
 
 
 class ConfigurationError(ReplayError, ValueError):

@@ -42,7 +42,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from replay import patch
-from replay.errors import ConfigurationError, NetworkBlockedError
+from replay.errors import ConfigurationError, NetworkBlockedError, raise_bare
 
 __all__ = [
     "ENV_BLOCK_NETWORK",
@@ -99,7 +99,7 @@ class _Guard:
         url = str(request.url)
         host = urlsplit(url).hostname
         if not is_allowed(host, self.allowed_hosts):
-            raise NetworkBlockedError(method=request.method, url=url)
+            raise_bare(NetworkBlockedError(method=request.method, url=url))  # not `request`
 
     def handle(self, request: Any, send: patch.Send) -> Any:
         """Send an allowed request; refuse the rest."""

@@ -3,8 +3,9 @@
 Twenty-odd forms a credential takes, each a unique string, are sent for real to a local origin
 (which echoes one back in a response header and sets a cookie), recorded, and then looked
 for in everything replay makes of them: the cassette file, `replay show` in each form, the
-YAML export, the `replay record` summary, a mismatch error, `replay serve`'s 404 and log, and
-`replay proxy`'s log and cassette. None may hold any of them.
+YAML export, the `replay record` summary, a mismatch error (raised in the library, in a
+program under `replay run`, and in a pytest failure report), `replay serve`'s 404 and log,
+and `replay proxy`'s log and cassette. None may hold any of them.
 """
 
 from __future__ import annotations
@@ -189,6 +190,26 @@ class Server:
         return "".join(self.lines)
 
 
+#: A program sending the mismatch's live request (under `replay run`).
+SEND_LIVE = """
+import json, pathlib, httpx
+live = json.loads((pathlib.Path(__file__).parent / "live.json").read_text())
+httpx.post(live["url"], headers=live["headers"], content=live["body"])
+"""
+
+#: A test sending it through the library form (its failure report is the artefact).
+TEST_LIVE = """
+import json, pathlib, httpx, replay
+
+MATCH_ON = (*replay.DEFAULT_MATCH_ON, "headers")
+
+@replay.use_cassette({path!r}, record_mode="none", match_on=MATCH_ON)
+def test_live():
+    live = json.loads((pathlib.Path(__file__).parent / "live.json").read_text())
+    httpx.post(live["url"], headers=live["headers"], content=live["body"])
+"""
+
+
 def send_all(client: httpx.Client, requests: list[httpx.Request]) -> list[httpx.Response]:
     responses = [client.send(request) for request in requests]
     assert [r.status_code for r in responses] == [200] * len(requests)
@@ -209,7 +230,40 @@ def artefacts(origin: Origin, tmp_path_factory: pytest.TempPathFactory) -> dict[
     made["cassette"] = path.read_bytes().decode("latin-1")
     made["record summary"] = "\n".join(summary_lines(path, replay.Cassette.load(path).interactions))
 
+    # The live request of the mismatch, as a program and a test send it: from a file.
+    live_request = json_request(origin.url, live=True)
+    (folder / "live.json").write_text(
+        json.dumps(
+            {
+                "url": str(live_request.url),
+                "headers": dict(live_request.headers),
+                "body": live_request.content.decode(),
+            }
+        )
+    )
+    (folder / "send_live.py").write_text(SEND_LIVE)
+    (folder / "test_live.py").write_text(TEST_LIVE.format(path=str(path)))
     views = {
+        "replay run stderr": replay_cli(
+            "run", str(path), "--", sys.executable, str(folder / "send_live.py")
+        ),
+        "pytest report": subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:recording",
+                "-p",
+                "no:cacheprovider",
+                str(folder / "test_live.py"),
+            ],
+            cwd=folder,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        ),
         "show": replay_cli("show", str(path)),
         "show --raw": replay_cli("show", "--raw", str(path)),
         "show --json": replay_cli("show", "--json", str(path)),
@@ -241,16 +295,21 @@ def artefacts(origin: Origin, tmp_path_factory: pytest.TempPathFactory) -> dict[
     made["proxy log"] = proxy.stop()
     made["proxy cassette"] = proxied.read_bytes().decode("latin-1")
 
+    failing = {"replay run stderr": 1, "pytest report": 1}  # each meets the mismatch
     for name, process in views.items():
         output, _ = process.communicate(timeout=60)
-        assert process.returncode == 0, output
+        assert process.returncode == failing.get(name, 0), output
         made[name] = output
+    assert "CassetteMismatchError" in made["replay run stderr"]
+    assert "replay: unmatched requests" in made["pytest report"]
     made["yaml export"] = (folder / "secrets.yaml").read_text()
     return made
 
 
 ARTEFACTS = [
     "cassette",
+    "replay run stderr",
+    "pytest report",
     "record summary",
     "show",
     "show --raw",

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from replay.cassette import Cassette
-from replay.errors import Advice, CassetteMismatchError
+from replay.errors import Advice, CassetteMismatchError, raise_bare
 from replay.faults import Fault, FaultLike, Injector
 from replay.model import Request, Response
 from replay.redact import Redactor
@@ -100,7 +100,7 @@ class Player:
         """
         played = self.find(request)
         if played is None:
-            raise self.mismatch(self.redactor.request(request), reason)
+            raise_bare(self.mismatch(self.redactor.request(request), reason))  # not `request`
         return played
 
     def find(self, request: Request) -> Played | None:
