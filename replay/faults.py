@@ -270,18 +270,30 @@ class Injector:
     def __init__(self, faults: Iterable[FaultLike]) -> None:
         self.faults = coerce(faults)
         self._attempts: dict[int, int] = {}
+        self._injected = [0] * len(self.faults)  # attempts each fault changed
         self._lock = threading.Lock()
 
     def attempts(self, index: int) -> int:
         """How many requests interaction `index` has answered (faulted or not)."""
         return self._attempts.get(index, 0)
 
+    def injected(self) -> tuple[Fault, ...]:
+        """The faults applied to at least one attempt (what is recorded gets none)."""
+        return tuple(fault for fault, n in zip(self.faults, self._injected, strict=True) if n)
+
     def report(self) -> list[str]:
-        """Each fault (spec and words), then the attempts each interaction had: for reports."""
-        lines = [f"{fault!r}: {fault.describe()}" for fault in self.faults]
+        """The faults injected (spec and words), the attempts each interaction had, then the
+        faults never injected: for reports."""
+        counted = list(zip(self.faults, self._injected, strict=True))
+        lines = [f"{fault!r}: {fault.describe()}" for fault, n in counted if n]
         if self._attempts:
             counts = ", ".join(f"#{i}: {n}" for i, n in sorted(self._attempts.items()))
             lines.append(f"attempts per interaction: {counts}")
+        lines += [
+            f"{fault!r}: {fault.describe()}: not injected (nothing it targets was replayed)"
+            for fault, n in counted
+            if not n
+        ]
         return lines
 
     def outcome(self, index: int, request: Request, response: Response) -> Outcome:
@@ -289,12 +301,17 @@ class Injector:
         with self._lock:
             attempt = self._attempts.get(index, 0)
             self._attempts[index] = attempt + 1
-        targeted = [fault for fault in self.faults if fault.applies_to(index, request)]
+        targeted = [
+            (n, fault) for n, fault in enumerate(self.faults) if fault.applies_to(index, request)
+        ]
+        firing = [(n, f) for n, f in targeted if isinstance(f, Status) and f.fires(attempt)]
+        streams = [(n, f) for n, f in targeted if not isinstance(f, Status)]
+        # A status that fires answers alone; otherwise every stream fault applies, in order.
+        applied = firing[:1] or streams
+        with self._lock:
+            for n, _ in applied:
+                self._injected[n] += 1
         outcome = Outcome(response=response)
-        for fault in targeted:
-            if isinstance(fault, Status) and fault.fires(attempt):
-                return fault.transform(outcome, attempt)
-        for fault in targeted:
-            if not isinstance(fault, Status):
-                outcome = fault.transform(outcome, attempt)
+        for _, fault in applied:
+            outcome = fault.transform(outcome, attempt)
         return outcome

@@ -371,8 +371,23 @@ class _Run:
 def _explain_failure(item: pytest.Item, session: CassetteSession, report: Any) -> None:
     """Add what replay knows of a failed test to its report: faults, unmatched requests."""
     if session.faults:
-        report.sections.append(("replay: faults injected", "\n".join(session.injector.report())))
+        report.sections.append(_fault_report(session))
     if session.mismatches:
         lines = [str(error) for error in session.mismatches]
         lines.append(f"To record it: pytest --record-mode=new_episodes '{item.nodeid}'")
         report.sections.append(("replay: unmatched requests", "\n\n".join(lines)))
+
+
+def _fault_report(session: CassetteSession) -> tuple[str, str]:
+    """The faults section: the faults injected, or why none were (nothing was replayed)."""
+    injector = session.injector
+    lines = injector.report()
+    used = session.last_used
+    recorded = len(used[0].recorded) if used is not None else 0
+    if recorded:
+        lines.append(
+            f"{recorded} interaction(s) recorded by this test, live and untouched: faults break "
+            "what is replayed, so the next run replays them with the faults"
+        )
+    title = "faults injected" if injector.injected() else "faults not injected"
+    return f"replay: {title}", "\n".join(lines)

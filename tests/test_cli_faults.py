@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import replay
+from replay._origin import Origin, Script
 from replay.cli import main
 
 pytest_plugins = ["pytester"]
@@ -98,3 +99,35 @@ def test_a_failure_report_lists_the_faults_of_the_session(
             "attempts per interaction: #0: 1",
         ]
     )
+
+
+def test_a_failure_report_says_no_fault_was_injected_into_a_recording(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    with Origin({"/v1/stream": Script(chunks=[(0.0, data) for data in BODY])}) as origin:
+        pytester.makepyfile(
+            textwrap.dedent(f"""
+            import httpx, pytest
+
+            CASSETTE = {str(tmp_path / "new.msgpack")!r}
+
+            @pytest.mark.use_cassette(CASSETTE, faults=["cut(after_events=1)"])
+            def test_sees_the_cut():
+                with httpx.Client() as client, pytest.raises(httpx.RemoteProtocolError):
+                    client.get({origin.url + "/v1/stream"!r})
+            """)
+        )
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=60)
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*replay: faults not injected*",
+            "cut(after_events=1): cut the connection after 1 events (every interaction): "
+            "not injected (nothing it targets was replayed)",
+            "1 interaction(s) recorded by this test, live and untouched: faults break what is "
+            "replayed, so the next run replays them with the faults",
+        ]
+    )
+    assert "faults injected" not in result.stdout.str()

@@ -369,6 +369,28 @@ def test_faults_target_only_their_interactions() -> None:
     assert whole == recorded().body
 
 
+def test_the_report_lists_only_the_faults_injected_as_injected() -> None:
+    cassette = cassette_of(recorded(), recorded())
+    transport = replay.ReplayTransport(
+        cassette,
+        speed="instant",
+        faults=["status(503, times=1, index=0)", "slow(2.0)", "cut(after_events=1, index=1)"],
+    )
+    with httpx.Client(transport=transport) as client:
+        codes = [client.get(URL).status_code for _ in range(2)]
+
+    assert codes == [503, 200]  # the status answered alone, then the recording played, slowed
+    assert transport.injector.injected() == (faults.status(503, times=1, index=0), faults.slow(2))
+    assert transport.injector.report() == [
+        "status(503, times=1, index=0): answer status 503 for the first 1 attempt(s) "
+        "(interaction 0)",
+        "slow(2.0): slow down 2x (every interaction)",
+        "attempts per interaction: #0: 2",
+        "cut(after_events=1, index=1): cut the connection after 1 events (interaction 1): "
+        "not injected (nothing it targets was replayed)",
+    ]
+
+
 # --- sessions, the pytest marker, `replay run` --------------------------------------------------
 
 
