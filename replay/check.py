@@ -28,7 +28,7 @@ from replay._decoding import decoded_chunks
 from replay.cassette import Cassette
 from replay.dialects import Severity, Violation, validate
 from replay.errors import CassetteFormatError, ReplayError
-from replay.model import Response
+from replay.model import Interaction, Response
 
 __all__ = [
     "UNDECODABLE",
@@ -38,6 +38,7 @@ __all__ = [
     "check_cassette",
     "check_files",
     "findings_of",
+    "interaction_findings",
     "is_stream",
 ]
 
@@ -240,15 +241,30 @@ def check_cassette(cassette: Cassette, name: str | None = None) -> CheckResult:
         if not is_stream(interaction.response):
             continue
         streams += 1
-        try:
-            if framing.detect(interaction.response) == "ndjson":
-                violations = _ndjson_violations(interaction.response)
-            else:
-                violations = validate(interaction)
-        except (ValueError, ReplayError) as error:  # the body does not decode: nothing else
-            violations = [Violation(UNDECODABLE, f"the body cannot be decoded: {error}")]
-        findings += findings_of(name, index, violations)
+        findings += interaction_findings(interaction, name, index)
     return CheckResult(1, streams, findings)
+
+
+def interaction_findings(
+    interaction: Interaction, name: str = "<cassette>", index: int = 0
+) -> list[Finding]:
+    """What `check_cassette` finds in one interaction: one finding per rule its stream
+    breaks ([] for a response that is not a stream).
+
+    Args:
+        interaction: the interaction.
+        name: how findings name its cassette.
+        index: its index in that cassette.
+    """
+    response = interaction.response
+    kind = framing.detect(response)
+    if kind is None:
+        return []
+    try:
+        violations = _ndjson_violations(response) if kind == "ndjson" else validate(interaction)
+    except (ValueError, ReplayError) as error:  # the body does not decode: nothing else
+        violations = [Violation(UNDECODABLE, f"the body cannot be decoded: {error}")]
+    return findings_of(name, index, violations)
 
 
 def check_files(paths: Iterable[str | Path]) -> CheckResult:

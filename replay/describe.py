@@ -4,8 +4,9 @@
 from that interaction alone with fixed column widths, so that changing one interaction
 changes one line. Its `digest` column is a hash of the interaction as stored, so that a
 change no other column shows (a reworded prompt, a moved chunk) still shows in a diff.
-`events` and `raw` are reading views; `to_json` is the machine-readable export
-(`replay.convert` reads it back); `play` writes a body to a stream at its recorded pace.
+`events` and `raw` are reading views; `timeline` draws when each interaction's chunks came,
+in one line each; `to_json` is the machine-readable export (`replay.convert` reads it back);
+`play` writes a body to a stream at its recorded pace.
 """
 
 from __future__ import annotations
@@ -28,10 +29,22 @@ from replay.faults import FaultLike
 from replay.model import Chunks, Interaction, Response, StreamEnd, TimedEvent
 from replay.store import dumps
 
-__all__ = ["DATA_WIDTH", "events", "play", "raw", "table", "to_json"]
+__all__ = [
+    "DATA_WIDTH",
+    "SPARK_WIDTH",
+    "events",
+    "play",
+    "raw",
+    "sparkline",
+    "table",
+    "timeline",
+    "to_json",
+]
 
 #: Event data longer than this is cut (with "...") in the `events` view.
 DATA_WIDTH = 100
+#: Characters of the sparkline in the `timeline` view.
+SPARK_WIDTH = 40
 
 _ROW = "{:>3}  {:<7}  {:>6}  {:>6}  {:>9}  {:>9}  {:>11}  {:>6}  {:<20}  {:<12}  {}"
 #: The width of the `end` column: the longest error names of the libraries served fit
@@ -188,6 +201,60 @@ def _end_description(end: StreamEnd) -> str:
     if end.truncated:
         return f"end: truncated by the {end.stopped_by}"
     return "end: eof"
+
+
+_SPARKS = " \u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
+_TIMELINE_ROW = "{:>3}  {}  {:>9}  {:>9}  {:>11}  {:<20}  {}"
+
+
+def timeline(cassette: Cassette, width: int = SPARK_WIDTH) -> str:
+    """One line per interaction: a sparkline of its chunks' arrivals, then its figures.
+
+    The sparkline spreads the stream's duration (from the request to the end of the body)
+    over `width` characters, each a block as high as the number of chunks that arrived in
+    its time (a blank: none). Then time to first byte, time to first token
+    (`replay.timing.ttft`; `-` without events) and duration in milliseconds, how the body
+    ended (as in `table`), and the request.
+    """
+    head = f"{'chunk arrivals, request to end':<{width + 2}}"
+    header = _TIMELINE_ROW.format("#", head, "ttfb_ms", "ttft_ms", "duration_ms", "end", "url")
+    lines = [header.rstrip()]
+    for index, interaction in enumerate(cassette.interactions):
+        lines.append(_timeline_row(index, interaction, width))
+    if not cassette.interactions:
+        lines.append("(no interactions)")
+    return printable("\n".join(lines)) + "\n"
+
+
+def _timeline_row(index: int, interaction: Interaction, width: int) -> str:
+    from replay import timing
+
+    request, response = interaction.request, interaction.response
+    try:
+        ttft = timing.summary(response).ttft
+    except ValueError:  # a body that does not decode: no events to time
+        ttft = None
+    return _TIMELINE_ROW.format(
+        index,
+        f"|{sparkline(response.chunks.times, response.duration, width)}|",
+        "-" if response.ttfb is None else _ms(response.ttfb),
+        "-" if ttft is None else _ms(ttft),
+        _ms(response.duration),
+        _end_name(response.end),
+        f"{request.method} {request.url}",
+    )
+
+
+def sparkline(times: Iterable[float], duration: float, width: int = SPARK_WIDTH) -> str:
+    """`width` Unicode blocks, each as high as the share of `times` that falls in its slice
+    of [0, `duration`] (relative to the fullest slice; a blank for none)."""
+    counts = [0] * width
+    for at in times:
+        slot = int(at / duration * width) if duration > 0 else 0
+        counts[min(max(slot, 0), width - 1)] += 1
+    most = max(counts) or 1
+    levels = len(_SPARKS) - 1
+    return "".join(_SPARKS[-(-count * levels // most)] for count in counts)
 
 
 def raw(cassette: Cassette) -> str:

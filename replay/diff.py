@@ -51,6 +51,7 @@ __all__ = [
     "diff",
     "diff_files",
     "format_diff",
+    "pairs",
 ]
 
 VOLATILE_FIELDS: frozenset[str] = frozenset(
@@ -207,13 +208,18 @@ def diff(
             data (they show as "…"); pass () to compare the data byte for byte.
     """
     ignore = frozenset(ignore_fields)
-    count = max(len(a.interactions), len(b.interactions))
     return CassetteDiff(
-        tuple(
-            _diff_pair(index, _at(a.interactions, index), _at(b.interactions, index), ignore)
-            for index in range(count)
-        )
+        tuple(_diff_pair(index, one, other, ignore) for index, one, other in pairs(a, b))
     )
+
+
+def pairs(a: Cassette, b: Cassette) -> list[tuple[int, Interaction | None, Interaction | None]]:
+    """The interactions of `a` and `b` as `diff` pairs them: `(index, a's, b's)` for each
+    position, None where one cassette has fewer interactions."""
+    count = max(len(a.interactions), len(b.interactions))
+    return [
+        (index, _at(a.interactions, index), _at(b.interactions, index)) for index in range(count)
+    ]
 
 
 def _at(interactions: Sequence[Interaction], index: int) -> Interaction | None:

@@ -106,7 +106,11 @@ def _is_ollama_delta(event: TimedEvent) -> bool:
     return "done" in data and isinstance(text, str) and bool(text)
 
 
-def _tokens(events: list[TimedEvent]) -> list[TimedEvent]:
+def _events(stream: ResponseLike, events: Sequence[TimedEvent] | None) -> Sequence[TimedEvent]:
+    return _response(stream).events() if events is None else events
+
+
+def _tokens(events: Sequence[TimedEvent]) -> list[TimedEvent]:
     from replay import dialects  # only when asked: the dialects are heavier to import
 
     dialect = dialects.detect(events)
@@ -125,9 +129,15 @@ def ttft(stream: ResponseLike) -> float | None:
     return tokens[0].at if tokens else first_event(stream)
 
 
-def gaps(stream: ResponseLike) -> list[float]:
-    """The seconds between consecutive events ([] for fewer than two)."""
-    times = [event.at for event in _response(stream).events()]
+def gaps(stream: ResponseLike, *, events: Sequence[TimedEvent] | None = None) -> list[float]:
+    """The seconds between consecutive events ([] for fewer than two): gap `i` is the
+    silence between event `i` and event `i + 1`.
+
+    Args:
+        stream: the response (or its interaction).
+        events: its events, when they are already parsed (they are not parsed again).
+    """
+    times = [event.at for event in _events(stream, events)]
     return [later - earlier for earlier, later in itertools.pairwise(times)]
 
 
@@ -173,10 +183,15 @@ class Timing:
         )
 
 
-def summary(stream: ResponseLike) -> Timing:
-    """Every figure of this module for `stream`, parsing it once."""
+def summary(stream: ResponseLike, *, events: Sequence[TimedEvent] | None = None) -> Timing:
+    """Every figure of this module for `stream`, parsing it once.
+
+    Args:
+        stream: the response (or its interaction).
+        events: its events, when they are already parsed (they are not parsed again).
+    """
     response = _response(stream)
-    events = response.events()
+    events = _events(response, events)
     tokens = _tokens(events)
     times = [event.at for event in events]
     spaces = [later - earlier for earlier, later in itertools.pairwise(times)]

@@ -19,6 +19,7 @@ from replay.check import (
     check_cassette,
     check_files,
     findings_of,
+    interaction_findings,
     is_stream,
 )
 from replay.dialects import Violation, anthropic, chat, responses
@@ -105,6 +106,15 @@ def test_valid_streams_give_no_findings() -> None:
     assert result == CheckResult(cassettes=1, streams=3, findings=())
     assert result.ok
     assert result.report() == "checked 3 streams in 1 cassette: no violations\n"
+
+
+def test_one_interactions_findings_are_those_check_cassette_reports_for_it() -> None:
+    broken = responses.stream(TEXT, failure="cut")
+    cassette = replay.Cassette([responses.stream(TEXT), json_interaction(), broken])
+    assert interaction_findings(broken, "c.msgpack", 2) == list(
+        check_cassette(cassette, "c.msgpack").findings
+    )
+    assert interaction_findings(json_interaction()) == []  # not a stream
 
 
 def test_a_finding_names_cassette_interaction_event_rule_and_severity() -> None:

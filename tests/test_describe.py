@@ -438,6 +438,53 @@ def test_views_of_a_recorded_cassette(recorded: tuple[Path, str]) -> None:
     assert len(json.loads(describe.to_json(cassette))["interactions"]) == 3
 
 
+# -- timeline ---------------------------------------------------------------------------------
+
+
+def test_timeline_draws_each_interactions_chunk_arrivals_beside_its_timing() -> None:
+    text = describe.timeline(hand_built())
+    lines = text.splitlines()
+    assert lines[0].split()[:2] == ["#", "chunk"]
+    assert lines[0].split()[-5:] == ["ttfb_ms", "ttft_ms", "duration_ms", "end", "url"]
+    first = lines[1]
+    spark = first.split("|")[1]
+    assert len(spark) == describe.SPARK_WIDTH
+    # Chunks at 0.1 s and twice at 0.25 s over 0.4 s: a low block, then a full one.
+    assert spark.strip() == "\u2584" + " " * 14 + "\u2588"
+    assert first.split("|")[2].split() == [
+        "100.0", "100.0", "400.0", "eof", "POST", "https://api.example.com/v1/chat/completions"
+    ]  # fmt: skip
+    figures = [line.split("|")[2].split()[:4] for line in lines[2:]]
+    assert figures == [
+        ["500.0", "500.0", "1500.0", "RemoteProtocolError"],
+        ["200.0", "200.0", "200.0", "truncated"],
+        ["0.0", "-", "0.0", "eof"],
+        ["300.0", "300.0", "300.0", "eof"],
+        ["-", "-", "10.0", "eof"],  # no body: it ends with its headers
+    ]
+    assert text.endswith("\n")
+
+
+@pytest.mark.parametrize(
+    ("times", "duration", "expected"),
+    [
+        ([], 1.0, "    "),
+        ([0.0, 0.0, 0.5, 0.99], 1.0, "\u2588 \u2584\u2584"),
+        ([0.0], 0.0, "\u2588   "),
+        ([2.0], 1.0, "   \u2588"),  # past the end: the last block
+    ],
+    ids=["none", "mixed", "no-duration", "late"],
+)
+def test_sparkline_blocks_are_as_high_as_their_share_of_the_chunks(
+    times: list[float], duration: float, expected: str
+) -> None:
+    assert describe.sparkline(times, duration, 4) == expected
+
+
+def test_timeline_of_an_empty_cassette_says_so() -> None:
+    assert describe.timeline(Cassette()).splitlines()[1] == "(no interactions)"
+
+
 # -- the command line -------------------------------------------------------------------------
 
 
@@ -460,13 +507,26 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize(
     ("flag", "view"),
-    [("", describe.table), ("--events", describe.events), ("--raw", describe.raw)],
-    ids=["table", "events", "raw"],
+    [
+        ("", describe.table),
+        ("--events", describe.events),
+        ("--raw", describe.raw),
+        ("--timeline", describe.timeline),
+    ],
+    ids=["table", "events", "raw", "timeline"],
 )
 def test_show_prints_each_view(saved: Path, flag: str, view: object) -> None:
     result = run_replay("show", str(saved), *([flag] if flag else []))
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode() == view(hand_built())  # type: ignore[operator]
+
+
+def test_show_takes_one_view_at_a_time(saved: Path) -> None:
+    result = run_replay("show", str(saved), "--timeline", "--events")
+    assert result.returncode == 2
+    assert result.stderr.decode().splitlines()[0] == (
+        "replay: error: argument --events: not allowed with argument --timeline"
+    )
 
 
 def test_show_json_is_json(saved: Path) -> None:

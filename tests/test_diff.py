@@ -22,6 +22,7 @@ from replay.diff import (
     diff,
     diff_files,
     format_diff,
+    pairs,
 )
 from replay.model import Chunk, Interaction, Request, Response, StreamEnd
 
@@ -168,6 +169,18 @@ def test_requests_are_compared_by_method_url_and_body_as_json() -> None:
     assert not compare(a, c).differs
     # Only the request differs: the verdict says so, not "response".
     assert f"#0 POST {a.request.url}: differs: request" in format_diff(compare(a, b)).splitlines()
+
+
+def test_interactions_are_paired_by_position_the_longer_cassette_alone_at_its_end() -> None:
+    one, two, three = responses.stream("1"), responses.stream("2"), responses.stream("3")
+    assert pairs(replay.Cassette([one, two]), replay.Cassette([three])) == [
+        (0, one, three),
+        (1, two, None),
+    ]
+    assert [
+        item.index
+        for item in diff(replay.Cassette([one]), replay.Cassette([two, three])).interactions
+    ] == [0, 1]
 
 
 # --- timing and texts ---------------------------------------------------------------------

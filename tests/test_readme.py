@@ -68,6 +68,8 @@ SHELL = (
     ("Inspect #2", "git init --quiet"),
     ("Convert #1", "mkdir old && replay convert cassettes/app.msgpack old/vcr_cassette.yaml"),
     ("Streams as events #1", "cp cassettes/app.msgpack old.msgpack; cp old.msgpack new.msgpack"),
+    ("See the timing #1", ""),  # old.msgpack and new.msgpack: made just above
+    ("See the timing #2", ""),
 )
 
 #: The program the README's shell blocks run (`python app.py --prompt hi`).

@@ -77,6 +77,14 @@ def test_an_empty_body_has_no_figures() -> None:
     )
 
 
+def test_events_already_parsed_give_the_same_figures_without_parsing_again() -> None:
+    response = chat.stream("One two three.", include_usage=True).response
+    events = response.events()
+    assert timing.summary(response, events=events) == timing.summary(response)
+    assert timing.gaps(response, events=events) == timing.gaps(response)
+    assert timing.summary(response, events=events[:2]).events == 2  # taken as given
+
+
 def test_deltas_arriving_at_once_have_an_infinite_rate() -> None:
     recorded = responses.stream(TEXT).response
     at_once = attrs.evolve(

@@ -3,7 +3,7 @@
 Errors of the library become one line on stderr and exit status 1; usage errors are one
 line too (then the usage of the verb concerned), with exit status 2; `--debug` shows the
 traceback instead. A closed stdout (`replay show C | head`) ends the command quietly. Each
-family of verbs has its module here (`_record_run`, `_show_play`, `_convert`,
+family of verbs has its module here (`_record_run`, `_show_play`, `_convert`, `_report`,
 `_check_diff_synth`, `_serve_proxy`, `_demo`): its parsers and its handlers; this one puts
 them together and runs one.
 """
@@ -24,6 +24,7 @@ from replay.cli import (
     _convert,
     _demo,
     _record_run,
+    _report,
     _serve_proxy,
     _show_play,
 )
@@ -46,6 +47,7 @@ _EXAMPLES = (
     ("replay convert out.msgpack out.yaml", "to vcrpy's format (and back)"),
     ("replay check cassettes/*.msgpack", "validate every stream against its dialect"),
     ("replay diff old.msgpack new.msgpack", "what changed: events, texts, timing"),
+    ("replay report old.msgpack new.msgpack", "see the timing of both, drawn on one page"),
     ("replay synth chat out.msgpack --text Hi", "write a synthetic stream into a cassette"),
     ("replay serve out.msgpack --port 8080", "serve the cassette over HTTP to any client"),
     (
@@ -69,7 +71,7 @@ def _epilog() -> str:
 
 
 # In the order of `replay --help`.
-_FAMILIES = (_demo, _record_run, _show_play, _convert, _serve_proxy, _check_diff_synth)
+_FAMILIES = (_demo, _record_run, _show_play, _report, _convert, _serve_proxy, _check_diff_synth)
 _COMMANDS: dict[str, Command] = {
     name: command for family in _FAMILIES for name, command in family.COMMANDS.items()
 }

@@ -16,7 +16,7 @@ def add_verbs(verbs: Verbs) -> None:
     show = verb(
         verbs,
         "show",
-        "list a cassette's interactions (or events, raw bytes, JSON)",
+        "list a cassette's interactions (or events, raw bytes, JSON, a timeline)",
         "Print a table of the interactions in CASSETTE: method, URL, status, chunks, bytes, "
         "time to first byte, duration, SSE events. The plain output is stable and diffs "
         "well (use it as a git textconv).",
@@ -31,6 +31,11 @@ def add_verbs(verbs: Verbs) -> None:
     )
     form.add_argument("--raw", action="store_true", help="the bodies as text")
     form.add_argument("--json", action="store_true", help="a machine-readable dump")
+    form.add_argument(
+        "--timeline",
+        action="store_true",
+        help="a sparkline of each interaction's chunk arrivals, with TTFB, TTFT, duration",
+    )
     show.add_argument(
         "--width",
         type=_width,
@@ -75,6 +80,8 @@ def _show(args: argparse.Namespace) -> int:
         text = describe.raw(cassette)
     elif args.json:
         text = describe.to_json(cassette)
+    elif args.timeline:
+        text = describe.timeline(cassette)
     else:
         text = describe.table(cassette)
     # UTF-8 whatever the locale: the output must be the same everywhere (git textconv).

@@ -5,7 +5,8 @@
     #  "tool call 0": 'get_weather({"city":"Paris"})'}
 
 Each dialect spreads the same few things over differently shaped deltas; this reads them
-back. Nothing is validated here (that is `validate`): a malformed event is skipped.
+back, Ollama's NDJSON lines (`message.content`, `response`, `thinking`) included. Nothing is
+validated here (that is `validate`): a malformed event is skipped.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from replay.dialects import detect
 from replay.dialects._common import StreamLike, read
 
-__all__ = ["event_pieces", "stream_texts"]
+__all__ = ["additions_and_payloads", "event_additions", "event_pieces", "stream_texts"]
 
 
 def stream_texts(stream: StreamLike) -> dict[str, str]:
@@ -47,12 +48,36 @@ def event_pieces(stream: StreamLike) -> list[str]:
     Raises:
         ValueError: a compressed body that does not decode.
     """
+    return [piece for _, piece in event_additions(stream)]
+
+
+def event_additions(stream: StreamLike) -> list[tuple[str, str]]:
+    """For each event of `stream`: the name of the text it adds to (`text`, `reasoning`,
+    `tool call 0`…, as `stream_texts` names them; the first, when it adds to several) and
+    what it adds; `("", "")` for an event that adds nothing.
+
+    Raises:
+        ValueError: a compressed body that does not decode.
+    """
+    return [(name, piece) for name, piece, _ in additions_and_payloads(stream)]
+
+
+def additions_and_payloads(
+    stream: StreamLike,
+) -> list[tuple[str, str, Mapping[str, object] | None]]:
+    """`event_additions`, each with the event's data as parsed (None: not a JSON object),
+    for the other readers of the dialects (`kinds`), which then parse nothing again."""
     texts = _Texts()
-    return ["".join(texts.last) for _ in _read_into(texts, stream)]
+    additions = []
+    for payload in _read_into(texts, stream):
+        name = texts.last[0][0] if texts.last else ""
+        additions.append((name, "".join(piece for _, piece in texts.last), payload))
+    return additions
 
 
-def _read_into(texts: _Texts, stream: StreamLike) -> Iterator[None]:
-    """Feed `texts` the events of `stream`, one per step."""
+def _read_into(texts: _Texts, stream: StreamLike) -> Iterator[Mapping[str, object] | None]:
+    """Feed `texts` the events of `stream`, one per step; each step gives the event's data,
+    parsed."""
     events = read(stream).events
     dialect = detect(events)
     for event in events:
@@ -66,7 +91,9 @@ def _read_into(texts: _Texts, stream: StreamLike) -> Iterator[None]:
             texts.chat(payload)
         elif dialect == "anthropic":
             texts.anthropic(payload)
-        yield
+        elif "done" in payload:  # an NDJSON line of Ollama's
+            texts.ollama(payload)
+        yield payload
 
 
 def _payload(data: str) -> Mapping[str, object] | None:
@@ -97,13 +124,13 @@ class _Texts:
     def __init__(self) -> None:
         self.pieces: dict[str, list[str]] = {}
         self.calls: dict[object, tuple[str, list[str]]] = {}  # key -> (name, argument pieces)
-        #: The pieces the last event added.
-        self.last: list[str] = []
+        #: The pieces the last event added, each with the name of its text.
+        self.last: list[tuple[str, str]] = []
 
     def add(self, name: str, piece: object) -> None:
         if isinstance(piece, str):
             self.pieces.setdefault(name, []).append(piece)
-            self.last.append(piece)
+            self.last.append((name, piece))
 
     def call(self, key: object, name: object = None, piece: object = None) -> None:
         if key not in self.calls:
@@ -111,7 +138,7 @@ class _Texts:
             self.pieces.setdefault(f"tool call {len(self.calls) - 1}", [])  # keeps the order
         if isinstance(piece, str):
             self.calls[key][1].append(piece)
-            self.last.append(piece)
+            self.last.append((f"tool call {list(self.calls).index(key)}", piece))
 
     def responses(self, payload: Mapping[str, object]) -> None:
         kind = payload.get("type")
@@ -130,6 +157,9 @@ class _Texts:
             suffix = "" if number == 0 else f" (choice {number})"
             self.add(f"text{suffix}", _get(delta, "content"))
             self.add(f"refusal{suffix}", _get(delta, "refusal"))
+            # DeepSeek's and OpenRouter's reasoning, beside the content.
+            self.add(f"reasoning{suffix}", _get(delta, "reasoning_content"))
+            self.add(f"reasoning{suffix}", _get(delta, "reasoning"))
             calls = _get(delta, "tool_calls")
             for call in calls if isinstance(calls, list) else []:
                 function = _get(call, "function")
@@ -147,6 +177,15 @@ class _Texts:
             self.add(name, _get(delta, field))
         elif kind == "input_json_delta":
             self.call(index, piece=_get(delta, "partial_json"))
+
+    def ollama(self, payload: Mapping[str, object]) -> None:
+        message = payload.get("message")
+        if isinstance(message, Mapping):  # /api/chat
+            self.add("thinking", _get(message, "thinking") or None)
+            self.add("text", _get(message, "content") or None)
+        else:  # /api/generate
+            self.add("thinking", payload.get("thinking") or None)
+            self.add("text", payload.get("response") or None)
 
     def joined(self) -> dict[str, str]:
         texts = {name: "".join(pieces) for name, pieces in self.pieces.items()}

@@ -1,0 +1,60 @@
+"""`replay report`: a cassette's streams drawn on one HTML page (two cassettes compared)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from replay.cli._args import Command, Verbs, load_cassette, verb
+
+__all__ = ["COMMANDS", "add_verbs"]
+
+
+def add_verbs(verbs: Verbs) -> None:
+    """Add the parser of `report`."""
+    report = verb(
+        verbs,
+        "report",
+        "draw the timing of a cassette's streams (or two compared) on an HTML page",
+        "Write one self-contained HTML page (inline SVG and CSS, nothing loaded from the "
+        "network) showing, for each interaction of CASSETTE: its figures (TTFB, TTFT, "
+        "duration, tokens/s, replay check findings), a timeline of its chunks and events, "
+        "and its text as it grew. With CASSETTE_B, interactions are paired as replay diff "
+        "pairs them, drawn on one time axis, with a table of the changes.",
+        "replay report cassettes/old.msgpack cassettes/new.msgpack -o timing.html",
+    )
+    report.add_argument("cassette", type=Path, metavar="CASSETTE")
+    report.add_argument("cassette_b", type=Path, nargs="?", metavar="CASSETTE_B")
+    report.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=Path("report.html"),
+        metavar="FILE",
+        help='where to write the page (default: report.html; "-": stdout)',
+    )
+    report.add_argument(
+        "-i", "--interaction", type=int, default=None, metavar="N", help="only interaction N"
+    )
+
+
+def _report(args: argparse.Namespace) -> int:
+    from replay.report import report
+
+    a = load_cassette(args.cassette)
+    b = None if args.cassette_b is None else load_cassette(args.cassette_b)
+    names = [str(args.cassette)] + ([] if b is None else [str(args.cassette_b)])
+    page = report(a, b, names=names, interaction=args.interaction).encode("utf-8")
+    if str(args.output) == "-":
+        sys.stdout.buffer.write(page)
+        sys.stdout.flush()
+        return 0
+    args.output.write_bytes(page)
+    count = len(a.interactions) if args.interaction is None else 1
+    plural = "" if count == 1 else "s"
+    print(f"wrote {args.output}: {count} interaction{plural}, {len(page):,} bytes", file=sys.stderr)
+    return 0
+
+
+COMMANDS: dict[str, Command] = {"report": _report}
