@@ -14,17 +14,15 @@ sees which variant a file turned out to be.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
-import os
-import secrets
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import attrs
 
+from replay._atomic import write_atomically
 from replay._json_export import (
     JSON_FORMAT_NAME,
     JSON_FORMAT_VERSION,
@@ -118,7 +116,7 @@ def convert(src: str | Path, dst: str | Path, *, overwrite: bool = False) -> Sou
         save_interactions(dst, interactions)
     else:
         data = _TEXT_WRITERS[suffix](interactions).encode("utf-8")
-        _write_atomically(dst, gzip.compress(data, mtime=0) if compressed else data)
+        write_atomically(dst, gzip.compress(data, mtime=0) if compressed else data)
     return source
 
 
@@ -200,7 +198,7 @@ def save_vcr(path: str | Path, interactions: Sequence[Interaction]) -> None:
     Each body is written whole, as recorded (compressed bodies stay compressed, with their
     `Content-Encoding` header); timing and stream errors have no place in vcrpy's format.
     """
-    _write_atomically(Path(path), _to_yaml(interactions).encode("utf-8"))
+    write_atomically(Path(path), _to_yaml(interactions).encode("utf-8"))
 
 
 def load_vcr(path: str | Path) -> list[Interaction]:
@@ -253,20 +251,6 @@ def _gunzip(data: bytes, path: Path, limit: int) -> bytes:
             path, f"the gzip data inflates past {limit:,} bytes (a gzip bomb?): not read"
         )
     return inflated
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write beside `path`, then rename over it: a failure never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    try:
-        with open(temporary, "xb") as file:  # a new file: the umask applies
-            file.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
 
 
 _TEXT_READERS: dict[str, TextReader] = {

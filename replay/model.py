@@ -8,9 +8,7 @@ content decoding in `replay._decoding`, framings (SSE, NDJSON) in `replay.framin
 
 from __future__ import annotations
 
-import itertools
 import math
-import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, overload
 
@@ -50,7 +48,7 @@ def _to_headers(pairs: Iterable[Sequence[str]] | Mapping[str, str]) -> Headers:
             value.encode("latin-1")
         except UnicodeEncodeError:
             raise ValueError(f"header {name!r} is not latin-1 text") from None
-        headers.append((name, value))
+        headers.append(pair if type(pair) is tuple else (name, value))  # no copy
     return tuple(headers)
 
 
@@ -242,14 +240,15 @@ class Chunks(Sequence[Chunk]):
 def _check_times(times: tuple[float, ...]) -> None:
     """Raise unless `times` are numbers with 0 <= t0 <= t1 <= ... < inf.
 
-    One C-level pass checks the order and the lower bound at once (NaN fails every
-    comparison); the last time bounds them all above. Only a failure walks the column, to
-    name the chunk at fault. Messages may show times, never payloads.
+    C-level passes only: sorting a column already in order finds one run; the first time
+    bounds them all below; a finite sum rules out NaN and infinity (a sum that overflows
+    only sends a good column down the slow path). Only a failure walks the column, to name
+    the chunk at fault. Messages may show times, never payloads.
     """
     if not set(map(type, times)) <= {float, int}:  # bool, a subclass of int, is refused too
         index = next(i for i, t in enumerate(times) if type(t) not in (float, int))
         raise TypeError(f"chunk {index}: at must be a number of seconds, not {_kind(times[index])}")
-    if all(map(operator.le, itertools.chain((0.0,), times), times)) and times[-1] < math.inf:
+    if tuple(sorted(times)) == times and times[0] >= 0 and sum(times) < math.inf:
         return
     for index, at in enumerate(times):
         if not 0 <= at < math.inf:  # also NaN

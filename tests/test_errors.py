@@ -12,6 +12,7 @@ from replay.errors import COMMAND_ADVICE, ReplayError
 
 ERRORS = [
     pytest.param(replay.CassetteFormatError("c.msgpack", "truncated"), id="format"),
+    pytest.param(replay.CassetteWriteError("c.msgpack", "No space left on device", 28), id="write"),
     pytest.param(
         replay.CassetteMismatchError(
             method="POST",

@@ -280,7 +280,7 @@ GARBAGE = {
     "huge bin header": (b"\x81\x00\xc6\xff\xff\xff\xff", "truncated"),
     "nul bytes": (b"\x00" * 64, "does not start with a msgpack map"),
     "gzip of a cassette": (b"\x1f\x8b\x08\x00" + bytes(20), "does not start with a msgpack map"),
-    "map with list key": (b"\x81\x91\x01\x02", "not a msgpack document"),
+    "map with list key": (b"\x81\x91\x01\x02", "no 'format' field"),  # an unknown key
     "map then stray bytes": (b"\x80\x00", "unexpected bytes after"),
     "timestamp ext": (b"\xd6\xff\x00\x00\x00\x01", "expected dict, found Timestamp"),
     "ext type": (b"\xc7\x01\x05a", "expected dict, found ExtType"),
@@ -729,6 +729,43 @@ def test_bit_flipped_cassettes_load_or_raise_format_error(
     load_or_format_error(tmp_path / "fuzz.msgpack", bytes(damaged))
 
 
+def _many(value: bytes) -> st.SearchStrategy[bytes]:
+    """A list of many copies of a small msgpack `value` (one byte per empty map...)."""
+    return st.integers(1_000, 30_000).map(lambda n: b"\xdd" + n.to_bytes(4, "big") + value * n)
+
+
+# Raw msgpack that asks much of a reader: deep nesting, lengths declared far past the end of
+# the file, and lists of many tiny values, each a much larger object once built.
+HOSTILE_VALUES = st.one_of(
+    st.integers(100, 5_000).map(lambda depth: b"\x91" * depth + b"\xc0"),
+    st.integers(100, 5_000).map(lambda depth: b"\x81\xc0" * depth + b"\xc0"),
+    st.sampled_from([b"\xdd", b"\xdf", b"\xc6", b"\xdb", b"\xc9"]).flatmap(  # 32-bit lengths
+        lambda head: st.integers(2**16, 2**32 - 1).map(lambda n: head + n.to_bytes(4, "big"))
+    ),
+    st.sampled_from([b"\x80", b"\x90", b"\xc0", b"\xa2ab", b"\xd0\x80", b"\x92\xa0\xa0"]).flatmap(
+        _many
+    ),
+)
+MARKER = msgpack.ExtType(99, b"marker")
+
+
+@st.composite
+def amplified_documents(draw: st.DrawFn) -> bytes:
+    """A valid document with one value anywhere (the document itself too) replaced by raw
+    hostile msgpack."""
+    path = draw(st.sampled_from(all_paths(valid_document())))
+    packed = msgpack.packb(corrupt(valid_document(), path, MARKER), use_bin_type=True)
+    return packed.replace(msgpack.packb(MARKER), draw(HOSTILE_VALUES), 1)
+
+
+@FUZZ
+@given(data=amplified_documents())
+def test_deep_or_amplified_documents_load_or_raise_format_error(
+    tmp_path: Path, data: bytes
+) -> None:
+    load_or_format_error(tmp_path / "fuzz.msgpack", data)
+
+
 # --- atomic save ---------------------------------------------------------------------------
 
 
@@ -771,7 +808,7 @@ def test_save_keeps_the_permissions_of_the_replaced_cassette(cassette_path: Path
 
 
 def failing(*_args: object) -> None:
-    raise OSError(28, "No space left on device")
+    raise OSError(28, "No space left on device", ".test.msgpack.0123456789ab.tmp")
 
 
 @pytest.mark.parametrize("function", ["fsync", "replace"])
@@ -781,9 +818,14 @@ def test_failed_save_keeps_the_old_cassette_and_no_temporary(
     save_interactions(cassette_path, [sse_interaction("old")])
     before = cassette_path.read_bytes()
     monkeypatch.setattr(os, function, failing)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(replay.CassetteWriteError) as caught:
         save_interactions(cassette_path, [sse_interaction("new")] * 3)
     monkeypatch.undo()
+    # The cassette and the cause, never the temporary file the OSError named.
+    assert str(caught.value) == (
+        f"cannot save cassette {str(cassette_path)!r}: No space left on device"
+    )
+    assert caught.value.errno == 28
     assert cassette_path.read_bytes() == before
     assert leftovers(cassette_path) == []
 

@@ -1,0 +1,110 @@
+"""Saving a file whole or not at all: a temporary file beside it, fsync, rename over it.
+
+A crash at any moment leaves the old file or the new one, never half of one. A symlink is
+written through: its target is replaced and the link stays a link. The new file keeps the
+permission bits of the one it replaces (a new file gets the umask's, not the owner-only mode
+of `tempfile.mkstemp`). A file the user may not write is refused rather than replaced, as
+is anything but a regular file. Every failure is one `CassetteWriteError` naming the file as
+given and the cause, never the temporary file, which is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from replay.errors import CassetteWriteError
+
+__all__ = ["check_writable", "write_atomically"]
+
+
+def write_atomically(path: str | Path, data: bytes) -> None:
+    """Replace the file at `path` (created with its directories) with `data`, atomically.
+
+    Raises:
+        CassetteWriteError: it is read-only or not a regular file, or the save failed (the
+            disk full, a directory that cannot be written...): the file is as it was.
+    """
+    path = Path(path)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    check_writable(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _error(path, exc, f"cannot create its directory {str(target.parent)!r}") from exc
+    try:
+        fd, temporary = _create_temporary(target)
+    except OSError as exc:
+        raise _error(path, exc, f"cannot create a file in {str(target.parent)!r}") from exc
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, target)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if isinstance(exc, OSError):
+            raise _error(path, exc) from exc
+        raise
+    _fsync_directory(target.parent)
+
+
+def check_writable(path: str | Path) -> None:
+    """Raise CassetteWriteError if the file at `path` (through a symlink) exists and is not
+    a regular file this process may write: no write permission for its owner, or none for
+    this user (root may write anything, so the owner's write bit says what was meant)."""
+    try:
+        status = os.stat(path)
+    except OSError:  # missing (a new file), or to be found out by the write itself
+        return
+    if stat.S_ISDIR(status.st_mode):
+        raise CassetteWriteError(path, "it is a directory")
+    if not stat.S_ISREG(status.st_mode):
+        raise CassetteWriteError(path, "it is not a regular file")
+    if not status.st_mode & stat.S_IWUSR or not os.access(path, os.W_OK):
+        mode = stat.S_IMODE(status.st_mode)
+        raise CassetteWriteError(
+            path, f"it is read-only (mode {mode:o}); make it writable to save into it"
+        )
+
+
+def _error(path: Path, exc: OSError, doing: str = "") -> CassetteWriteError:
+    cause = exc.strerror or type(exc).__name__  # never `str(exc)`: it names the temporary
+    return CassetteWriteError(path, f"{doing}: {cause}" if doing else cause, exc.errno)
+
+
+def _create_temporary(path: Path) -> tuple[int, str]:
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        mode = None
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    while True:
+        temporary = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(temporary, flags, 0o666)  # the umask applies, as for any new file
+        except FileExistsError:  # pragma: no cover - 48 random bits collided
+            continue
+        if mode is not None:
+            with contextlib.suppress(OSError):
+                os.chmod(temporary, mode)
+        return fd, temporary
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Makes the rename itself durable; not possible on every platform, hence best effort.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
