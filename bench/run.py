@@ -1,7 +1,7 @@
 """Benchmarks of replay against its floors (httpx.MockTransport, msgpack) and against vcrpy.
 
-    python bench/run.py             # under a minute; writes bench/RESULTS.md
-    python bench/run.py --quick     # about 15 s: fewer repeats, a smaller vcrpy sample
+    python bench/run.py             # about two and a half minutes; writes bench/RESULTS.md
+    python bench/run.py --quick     # about 40 s: fewer repeats, a smaller vcrpy sample
 
 Every figure is a ratio against a floor measured in the same run on the same machine, so the
 ratios mean something on a loaded laptop as on CI; absolute times are printed beside them.
@@ -20,6 +20,10 @@ ratios mean something on a loaded laptop as on CI; absolute times are printed be
 6. aiohttp  The stream of 1. read by an aiohttp client (`iter_any`), replayed at instant speed
             vs a local `aiohttp.web` server writing the same chunks (see
             `bench/aiohttp_stream.py`). Target: ratio <= 1.0.
+7. proxy    `replay proxy` recording 200 concurrent clients (200 requests/s in all) of a
+            20 ms streaming origin for 30 s (5 s with --quick) vs the same clients straight
+            at the origin (see `bench/proxy_load.py`). Targets: throughput flat (last third
+            >= 0.95x the first), p99 latency within 50 ms of the origin's, nothing lost.
 
 Each timed repeat gets fresh objects (cassette, transport, client) built outside the timed
 region; `gc.collect()` runs before each repeat; warm-up runs are discarded; medians reported.
@@ -34,6 +38,7 @@ import datetime
 import functools
 import gc
 import importlib.metadata
+import importlib.util
 import json
 import math
 import os
@@ -241,6 +246,7 @@ class Settings:
     timing_runs: int
     warmup: int
     pure_yaml: bool
+    proxy_seconds: float
 
 
 def settings(quick: bool, vcrpy_all: bool) -> Settings:
@@ -254,6 +260,7 @@ def settings(quick: bool, vcrpy_all: bool) -> Settings:
             timing_runs=2,
             warmup=1,
             pure_yaml=False,
+            proxy_seconds=5.0,
         )
     return Settings(
         stream_repeats=200,
@@ -263,6 +270,7 @@ def settings(quick: bool, vcrpy_all: bool) -> Settings:
         timing_runs=5,
         warmup=3,
         pure_yaml=True,
+        proxy_seconds=30.0,
     )
 
 
@@ -798,6 +806,48 @@ def bench_aiohttp(config: Settings, verdicts: list[Verdict]) -> Section:
     return section
 
 
+def bench_proxy(config: Settings, verdicts: list[Verdict]) -> Section:
+    import proxy_load  # beside this script
+
+    seconds = config.proxy_seconds
+    section = Section(f"7. `replay proxy` under {proxy_load.CLIENTS} concurrent clients")
+    if importlib.util.find_spec("uvicorn") is None:
+        section.lines += ["uvicorn is not installed: this benchmark was skipped.", ""]
+        return section
+    section.lines += [
+        f"{proxy_load.CLIENTS} clients (an `httpx.AsyncClient` each, one event loop) send a "
+        f"request every {proxy_load.PERIOD:g} s each, staggered "
+        f"({proxy_load.CLIENTS / proxy_load.PERIOD:.0f} requests/s in all), to a local origin "
+        "(its own process) whose answer is a 3-event SSE stream taking 20 ms, and read it "
+        f"whole; {seconds:.0f} s straight at the origin (the floor), then {seconds:.0f} s "
+        "through `replay proxy` (a subprocess, recording to a temporary cassette), after "
+        f"{proxy_load.WARMUP:.0f} s of warm-up each (not counted). A client answered late "
+        "starts its next request at once, so a proxy that slows down shows as fewer "
+        "requests per second. *Flat*: requests per second in the last third of the run over "
+        "the first. Latency: from sending to the stream's end. Then SIGTERM, and the "
+        "cassette is read back.",
+        "",
+    ]
+    result = proxy_load.run(seconds)
+    floor, proxied = result.floor, result.proxied
+    section.lines += [*proxy_load.rows(result), "", *proxy_load.summary(result), ""]
+    flat = proxied.flatness
+    verdicts.append(
+        Verdict("7. proxy", "throughput, last third / first", f"{flat:.2f}", "≥ 0.95", flat >= 0.95)
+    )
+    extra = proxied.quantile(0.99) - floor.quantile(0.99)
+    verdicts.append(
+        Verdict("7. proxy", "p99 latency, proxy − origin", ms(extra), "≤ 50 ms", extra <= 0.05)
+    )
+    lost = proxied.answered - result.saved
+    verdicts.append(
+        Verdict(
+            "7. proxy", "answered but not in the cassette after SIGTERM", f"{lost}", "0", lost <= 0
+        )
+    )
+    return section
+
+
 # --- report ---------------------------------------------------------------------------------
 
 
@@ -873,7 +923,7 @@ def render(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
-    parser.add_argument("--quick", action="store_true", help="fewer repeats (< 20 s)")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (about 40 s)")
     parser.add_argument(
         "--vcrpy-all",
         action="store_true",
@@ -903,6 +953,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lambda: bench_timing(config, verdicts),
             lambda: bench_stamps(config, verdicts),
             lambda: bench_aiohttp(config, verdicts),
+            lambda: bench_proxy(config, verdicts),
         ]
         for step in steps:
             section = step()

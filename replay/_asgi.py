@@ -111,7 +111,10 @@ async def refuse_host(scope: Scope, send: Send, log: Log) -> None:
 
 
 def stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    # One write per line: `print` writes the line and its newline apart, and the lines of
+    # threads logging at once would interleave.
+    sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()
 
 
 def count(items: Sized, noun: str) -> str:

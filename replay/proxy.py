@@ -4,19 +4,25 @@
 127.0.0.1 only. It forwards each request to a target and streams the answer back as it arrives.
 Its upstream client sends through `AsyncRecordingTransport`, the recording shell every async
 httpx client records through: the body is read eagerly and stamped there, so a slow client
-does not stretch the recorded gaps, and the recording lands on the engine's `Tape`. The
-cassette is saved, atomically, after each interaction (in a worker thread) and once more at
-exit.
+does not stretch the recorded gaps, and the recording lands on the engine's `Tape`.
+
+The cassette is saved by a thread of its own (`replay._saver`), never by a request: at once when an
+interaction finishes after a quiet spell, then at most every `save_interval` seconds while
+more keep finishing, all of them in one atomic rewrite; at exit (SIGINT, SIGTERM) the
+streams still open are ended and everything is saved. A crash loses at most what finished
+during the last interval and the save under way.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import anyio
-import anyio.to_thread
 import httpx
 
 from replay._asgi import (
@@ -40,13 +46,14 @@ from replay._asgi import (
     send_json,
     stderr,
 )
-from replay.cassette import Cassette
+from replay._atomic import check_writable
+from replay._saver import SAVE_INTERVAL, Outbox, Saver
 from replay.clock import Clock, MonotonicClock
 from replay.errors import ConfigurationError
 from replay.model import Interaction
 from replay.record import AsyncRecordingTransport
 from replay.redact import Redactor
-from replay.store import load_interactions, save_interactions
+from replay.store import load_interactions
 
 __all__ = ["ProxyApp", "proxy", "upstream_url"]
 
@@ -91,23 +98,9 @@ def _summary(interaction: Interaction) -> str:
     return text
 
 
-class _Saver:
-    """Saves the proxy's cassette, atomically, when it holds something new; thread-safe.
-    An existing file is replaced only once something was recorded."""
-
-    def __init__(self, cassette: Cassette, path: Path) -> None:
-        self.cassette = cassette
-        self.path = path
-        self._lock = threading.Lock()
-        self._saved: int | None = None  # how many interactions the file holds, once written
-
-    def save(self) -> None:
-        with self._lock:
-            snapshot = list(self.cassette.interactions)
-            if self._saved == len(snapshot) or (not snapshot and self.path.exists()):
-                return
-            save_interactions(self.path, snapshot)
-            self._saved = len(snapshot)
+#: The upstream pool's limits: as many connections as there are clients (the default 100
+#: would hold the 101st stream back until one of the others ended).
+_UNLIMITED = httpx.Limits(max_connections=None, max_keepalive_connections=None)
 
 
 class ProxyApp:
@@ -118,10 +111,12 @@ class ProxyApp:
 
     Args:
         target: the upstream base URL; the request's path and query are appended to it.
-        out: the cassette file, replaced by this recording (saved after each interaction).
+        out: the cassette file, replaced by this recording (saved in batches, see `replay._saver`).
         redactor: what to scrub before anything is stored (default: credentials).
         clock: stamps the recorded timeline (default: the real monotonic clock).
-        log: receives one line per recorded interaction or failed request.
+        log: receives one line per recorded interaction, failed request or failed save.
+        save_interval: the most seconds between two saves while interactions keep
+            finishing (0: save whenever the last save is done).
     """
 
     def __init__(
@@ -132,14 +127,18 @@ class ProxyApp:
         redactor: Redactor | None = None,
         clock: Clock | None = None,
         log: Log = stderr,
+        save_interval: float = SAVE_INTERVAL,
     ) -> None:
+        if not 0 <= save_interval <= threading.TIMEOUT_MAX:
+            raise ConfigurationError(
+                f"the save interval must be 0 or more seconds, not {save_interval}"
+            )
         self.target = _base_url(target)
         self.clock = clock or MonotonicClock()
         self.log = log
         self.path = Path(out)
-        self.cassette = Cassette(path=self.path)
         self._redactor = redactor
-        self._saver = _Saver(self.cassette, self.path)
+        self._saver = Saver(self.path, save_interval, log)
         self.in_flight = InFlight()
         self._transport: AsyncRecordingTransport | None = None
         self._client: httpx.AsyncClient | None = None
@@ -149,8 +148,8 @@ class ProxyApp:
         """The upstream client, recording all it receives (made at startup, or at first use)."""
         if self._client is None:
             self._transport = AsyncRecordingTransport(
-                self.cassette,
-                httpx.AsyncHTTPTransport(),
+                Outbox(self._saver),
+                httpx.AsyncHTTPTransport(limits=_UNLIMITED),
                 redactor=self._redactor,
                 clock=self.clock,
                 on_recorded=lambda interaction: self.log(f"recorded {_summary(interaction)}"),
@@ -163,10 +162,10 @@ class ProxyApp:
         return self._client
 
     def close(self) -> None:
-        """End the recordings still streaming (as stopped by the session) and save."""
+        """End the recordings still streaming (as stopped by the session) and save them all."""
         if self._transport is not None:
             self._transport.tape.finish(0.0)
-        self._saver.save()
+        self._saver.close()
 
     async def aclose(self) -> None:
         """`close`, and close the upstream client."""
@@ -204,10 +203,6 @@ class ProxyApp:
         finally:  # the client left, or the server is stopping: the recording stops here
             with anyio.CancelScope(shield=True):
                 await upstream.aclose()
-        try:
-            await anyio.to_thread.run_sync(self._saver.save)
-        except OSError as error:  # the recording stays in memory: the next save may work
-            self.log(f"cannot save {self.path}: {error}")
 
     async def _stream(self, upstream: httpx.Response, receive: Receive, send: Send) -> None:
         headers = passed_on(decoded(upstream.headers.raw))
@@ -228,7 +223,14 @@ class ProxyApp:
                 group.cancel_scope.cancel()
 
 
-def proxy(target: str, out: Path, *, port: int = 8080, log: Log = stderr) -> None:
+def proxy(
+    target: str,
+    out: Path,
+    *,
+    port: int = 8080,
+    log: Log = stderr,
+    save_interval: float = SAVE_INTERVAL,
+) -> None:
     """Run a recording reverse proxy to `target` on 127.0.0.1 until SIGINT or SIGTERM.
 
     Args:
@@ -236,20 +238,41 @@ def proxy(target: str, out: Path, *, port: int = 8080, log: Log = stderr) -> Non
         out: the cassette to write; an existing one is replaced once something is recorded.
         port: the port to listen on; 0 picks a free one (the start line tells which).
         log: receives the start line and one line per interaction (default: stderr).
+        save_interval: the most seconds a finished interaction waits to be saved while
+            others keep finishing (they are saved together); at exit all are saved.
 
     Raises:
         ConfigurationError: a bad target or port, or uvicorn is not installed.
         CassetteFormatError: `out` exists and is not a cassette (it is left alone).
+        CassetteWriteError: `out` is read-only, or the last save failed.
         OSError: the port is taken.
     """
     require_uvicorn()
     out = Path(out)
     if out.exists():
         load_interactions(out)  # never overwrite a file that is not a cassette
-    app = ProxyApp(target, out, log=log)
-    with listen(port) as sock:
+    check_writable(out)  # found out now, not at the first save
+    app = ProxyApp(target, out, log=log, save_interval=save_interval)
+    with listen(port) as sock, _long_lived():
         address = f"http://127.0.0.1:{sock.getsockname()[1]}"
         try:
             run(app, sock, log, f"proxying {address} -> {app.target}, recording to {out}")
         finally:
             app.close()
+
+
+@contextlib.contextmanager
+def _long_lived() -> Iterator[None]:
+    """Leave what exists now (modules, the app) out of the garbage collector's full passes
+    while the proxy serves: under load one runs every few seconds, and walking it all held
+    every request up for tens of milliseconds. (A process that froze objects itself is left
+    as it is.)"""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.collect()  # nothing that is garbage already is kept for good
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

@@ -39,13 +39,22 @@ def add_verbs(verbs: Verbs) -> None:
         "proxy",
         "record any client through a local reverse proxy",
         "Run a reverse proxy on 127.0.0.1 that forwards to --target, streaming responses "
-        "through as they arrive, and records them into -o OUT (saved after each interaction "
-        "and on exit: Ctrl-C or SIGTERM).",
+        "through as they arrive, and records them into -o OUT (saved in batches while it "
+        "runs, at most every --save-interval seconds, and in full on exit: Ctrl-C or "
+        "SIGTERM).",
         "replay proxy --target https://api.openai.com -o cassettes/node.msgpack --port 8080",
     )
     proxy.add_argument("--target", required=True, help="the upstream base URL")
     proxy.add_argument("-o", "--out", type=Path, required=True, help="the cassette to write")
     proxy.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any)")
+    proxy.add_argument(
+        "--save-interval",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="while interactions keep finishing, save them together at most this often "
+        "(default 0.5; a crash loses at most the last interval)",
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -65,7 +74,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _proxy(args: argparse.Namespace) -> int:
     from replay.proxy import proxy
 
-    proxy(args.target, args.out, port=args.port)
+    proxy(args.target, args.out, port=args.port, save_interval=args.save_interval)
     return 0
 
 
