@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import attrs
 import pytest
+from commands import replay_text as run_replay
 
 import replay
 from replay.cassette import Cassette
@@ -26,16 +25,6 @@ from replay.dialects import Violation, anthropic, chat, responses
 from replay.model import Chunk, Interaction, Request, Response
 
 TEXT = "Hello there, how may I assist you today?"
-
-
-def run_replay(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "replay.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def save(path: Path, *interactions: Interaction) -> Path:

@@ -7,17 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from commands import replay_text as run_replay
+
 import replay
-
-
-def run_replay(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "replay.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def test_demo_records_and_replays_at_each_speed(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 import vcr
+from commands import replay_text as run_replay
 from vcr.serialize import deserialize
 from vcr.serializers import yamlserializer
 
@@ -350,16 +351,6 @@ def test_vcrpy_reads_what_it_loads_before_conversion(tmp_path: Path) -> None:
 
 
 # -- the command line -------------------------------------------------------------------------
-
-
-def run_replay(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "replay.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def test_convert_command_reports_what_it_did(recorded: Path, tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 import httpx
 import pytest
+from commands import replay_bytes as run_replay
 
 import replay
 from replay import describe
@@ -486,16 +487,6 @@ def test_timeline_of_an_empty_cassette_says_so() -> None:
 
 
 # -- the command line -------------------------------------------------------------------------
-
-
-def run_replay(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "replay.cli", *args],
-        capture_output=True,
-        timeout=60,
-        check=False,
-        cwd=cwd,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import attrs
 import pytest
+from commands import replay_text as run_replay
 
 import replay
 from replay.dialects import ToolCall, anthropic, chat, responses
@@ -29,16 +28,6 @@ from replay.model import Chunk, Interaction, Request, Response, StreamEnd
 TEXT = "Hello there, how may I assist you today?"
 OTHER_TEXT = "Hello there, how can I help you today?"  # tokens 8 and 10 differ
 TOOL = ToolCall("get_weather", {"city": "Paris"})
-
-
-def run_replay(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "replay.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def cassette(*interactions: Interaction) -> replay.Cassette:

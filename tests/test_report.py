@@ -12,8 +12,6 @@ user runs it.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
@@ -21,6 +19,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from commands import replay_bytes as run_replay
 
 from replay import faults, framing, timing
 from replay._report_svg import BIN_PX, LEFT, MAX_MARKS, PLOT
@@ -363,16 +362,6 @@ def test_a_response_that_is_not_a_stream_has_chunks_and_an_end_only() -> None:
 
 
 # --- the command --------------------------------------------------------------------------
-
-
-def run_replay(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "replay.cli", *args],
-        capture_output=True,
-        timeout=60,
-        check=False,
-        cwd=cwd,
-    )
 
 
 def test_the_command_writes_the_page_and_says_where(tmp_path: Path) -> None:
