@@ -72,7 +72,8 @@ def record_command(
         stderr: where the status line and the summary go (default: `sys.stderr`).
 
     Returns:
-        The program's exit status; 128 + N if signal N ended it.
+        The program's exit status; 128 + N if signal N ended it; 1 if the program succeeded
+        but what it recorded could not be merged into `out` (it is kept beside `out`).
 
     Raises:
         ConfigurationError: an unknown mode or an empty command.
@@ -104,6 +105,8 @@ def record_command(
             settings = functools.partial(settings, status_fd=status.write_fd)
         if mode == "all":
             code, recorded = _record_in_parts(out, program, settings, status, signals, stream)
+            if recorded is None and code == 0:
+                code = 1  # nothing is lost (the parts are kept), but OUT is not whole: say so
         else:
             before = load_interactions(out) if out.exists() else []
             code = run_program(program, _child_environment(settings()), status, signals)
@@ -274,7 +277,7 @@ def _merge_parts(out: Path, parts: PartsDirectory, stream: TextIO) -> list[Inter
     except (OSError, ValueError) as error:  # CassetteFormatError is a ValueError
         parts.close()
         print(
-            f"replay: warning: cannot save into {out}: {_first_line(error)}; "
+            f"replay: error: cannot save into {out}: {_first_line(error)}; "
             f"what was recorded is kept in {parts.path}, for the next `replay record` "
             f"into {out} to merge",
             file=stream,

@@ -295,3 +295,27 @@ def test_replay_record_into_a_read_only_cassette_is_one_error_line(
     ]
     assert quick_origin.requests == []  # refused before the program ran
     assert read_only.read_bytes() == before
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE and EFBIG as Linux has them")
+def test_replay_record_that_cannot_merge_fails_and_keeps_what_it_recorded(
+    tmp_path: Path, quick_origin: Origin
+) -> None:
+    # OUT already holds nearly LIMIT bytes: the program's own part (a few KB) is written, the
+    # merged OUT is not. The run must not pass for a success, and nothing may be lost.
+    out = tmp_path / "out.msgpack"
+    save_interactions(out, [interaction("old", size=LIMIT - 4096)])
+    before = out.read_bytes()
+    app = tmp_path / "app.py"
+    app.write_text(textwrap.dedent(STREAM))
+    cli = tmp_path / "cli.py"
+    cli.write_text("import sys\nfrom replay.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    result = limited(tmp_path, str(cli), "record", str(out), "--", sys.executable, str(app),
+                     quick_origin.url)  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert f"replay: error: cannot save into {out}: " in result.stderr
+    assert "File too large" in result.stderr
+    assert out.read_bytes() == before
+    kept = [p for p in tmp_path.iterdir() if p.name.startswith(".out.msgpack.replay-")]
+    assert len(kept) == 1
+    assert sum(len(load_interactions(part)) for part in kept[0].glob("*.msgpack")) == 1
