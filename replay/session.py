@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from replay import patch
+from replay._atomic import check_writable
 from replay._suite import current
 from replay.adapters import httpx as _httpx
 from replay.cassette import Cassette
@@ -233,6 +234,8 @@ class CassetteSession:
         self._loaded = len(interactions)
         self.record_mode = mode = in_force(self._requested_mode)
         self._may_replay, self._may_record = may_replay_and_record(mode, existed)
+        if self._may_record and existed:
+            check_writable(self.path)  # now, not at exit: what it records would be lost then
         cassette = Cassette(
             interactions,
             path=self.path,

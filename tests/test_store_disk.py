@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import replay
 from replay import Cassette, CassetteWriteError, Chunk, Interaction, Request, Response
 from replay._origin import Origin, Script
 from replay._streams import responses_hello
@@ -319,3 +320,17 @@ def test_replay_record_that_cannot_merge_fails_and_keeps_what_it_recorded(
     kept = [p for p in tmp_path.iterdir() if p.name.startswith(".out.msgpack.replay-")]
     assert len(kept) == 1
     assert sum(len(load_interactions(part)) for part in kept[0].glob("*.msgpack")) == 1
+
+
+def test_a_session_that_may_record_refuses_a_read_only_cassette_as_it_enters(
+    read_only: Path,
+) -> None:
+    # At exit, what it recorded could not be saved: refuse before anything is recorded.
+    with (
+        pytest.raises(CassetteWriteError, match="it is read-only"),
+        replay.use_cassette(read_only, record_mode="new_episodes"),
+    ):
+        pytest.fail("entered")
+    # Replaying only needs to read it.
+    with replay.use_cassette(read_only, record_mode="none") as cassette:
+        assert len(cassette.interactions) == 1
