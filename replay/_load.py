@@ -11,7 +11,8 @@ checked by the same validators below (which also build its values):
   expected type is left unbuilt, a `Skipped` naming its type for the validators to report.
 
 The slice that fits is guessed from the interactions before (twice the last one's size), so
-a cassette of like interactions is read with one `unpackb` each.
+a cassette of like interactions is read with one `unpackb` each; the first one's slice is the
+rest of the file when that is small.
 """
 
 from __future__ import annotations
@@ -119,7 +120,11 @@ def _interactions(walker: Walker, where: str) -> list[Interaction]:
     count, _size = walker.list_length(where)
     walker.unpacker.read_array_header()
     result = []
-    probe = _PROBE_MIN
+    # The first guess: all that is left when that fits (a small file, with one interaction
+    # as a rule, is then one `unpackb`); else little, so that a long stream's first
+    # interaction does not cost a failed `unpackb` of `_PROBE_MAX` bytes.
+    left = len(walker.data) - walker.position
+    probe = left if left <= _PROBE_MAX else _PROBE_MIN
     for index in range(count):
         place = f"interactions[{index}]"
         start = walker.position
@@ -217,7 +222,7 @@ def _column(name: str) -> Reader:
             walker.charge(count, _TIME, where)
             times = walker.float64s(count, size)
             if times is not None:
-                return times
+                return _Floats(times)
             walker.charge(count, _ELEMENT - _TIME, where)
         else:
             walker.charge(count, _ELEMENT, where)
@@ -227,6 +232,12 @@ def _column(name: str) -> Reader:
             raise LoadError(f"{parent}: chunk {bad.index}: {what}, not {bad.kind}") from bad
 
     return read
+
+
+class _Floats(tuple[float, ...]):
+    """A time column the walker read as msgpack float64s: every time is a float."""
+
+    __slots__ = ()
 
 
 _END_READERS: dict[str, Reader] = dict.fromkeys(
@@ -333,8 +344,10 @@ def _chunks(value: dict[Any, Any], where: str) -> Chunks:
             f"{where}: the columns differ in length ({len(times)} in 'at', "
             f"{len(payloads)} in 'data'): each chunk needs a time and its bytes"
         )
-    try:
-        return Chunks(times, payloads)  # names the chunk at fault
+    try:  # Chunks names the chunk at fault
+        if type(times) is _Floats:
+            return Chunks._of_floats(tuple(times), tuple(payloads))
+        return Chunks(times, payloads)
     except (TypeError, ValueError) as exc:
         raise LoadError(f"{where}: {exc}") from exc
 

@@ -9,7 +9,7 @@ tests is judged on what all of them played.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 __all__ = ["SessionLog", "SessionRecord"]
@@ -41,13 +41,17 @@ class SessionRecord:
 
     def to_dict(self) -> dict[str, object]:
         """Plain data (what xdist can serialize)."""
-        return asdict(self)
+        # Shallow: every field is a scalar or a tuple of scalars (`asdict` copies deeply).
+        return {name: getattr(self, name) for name in _FIELDS}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SessionRecord:
         """The inverse of `to_dict`."""
         unplayed = tuple((int(index), str(request)) for index, request in data["unplayed"])
         return cls(**{**data, "unplayed": unplayed})
+
+
+_FIELDS = tuple(f.name for f in fields(SessionRecord))
 
 
 @dataclass

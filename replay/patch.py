@@ -17,6 +17,10 @@ Routing is per context, so that concurrent sessions never see each other's traff
   nothing can tell which is meant: it fails with `AmbiguousSessionError`, never a guess.
 While a router is installed, `threading.Thread.start` and `ThreadPoolExecutor.submit` are
 wrapped to carry the sessions over; both are restored with the transports.
+
+The other client libraries (`ADAPTERS`) are patched only once imported: a library imported
+while the patches are on is patched as its import ends (`replay._on_import`), so that a
+session does not import aiohttp and requests (some 100 ms) in a program that uses neither.
 """
 
 from __future__ import annotations
@@ -27,11 +31,13 @@ import contextvars
 import functools
 import importlib
 import importlib.util
+import sys
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
+from replay._on_import import PatchOnImport
 from replay.errors import AmbiguousSessionError
 
 __all__ = [
@@ -71,7 +77,7 @@ class Router(Protocol):
         ...
 
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # (re-entered when an import under it ends a pending one)
 _routers: list[Router] = []  # every installed router, in the order they came
 _guards: list[Router] = []
 _originals: list[tuple[type, str, Any]] = []  # (class, attribute, original or None)
@@ -291,10 +297,11 @@ def _patch_transports() -> None:
                 _patch_class(cls, method, wrap)
             _hook_subclasses(base, method, wrap)
     for library, adapter in ADAPTERS.items():
-        if importlib.util.find_spec(library) is not None:
-            for cls, method, replacement in importlib.import_module(adapter).patches():
-                _originals.append((cls, method, cls.__dict__[method]))
-                setattr(cls, method, replacement)
+        if library in sys.modules:
+            _patch_adapter(adapter)
+        else:  # nothing can have used it yet: patched when imported, if it ever is
+            _on_import.pending[library] = adapter
+    _on_import.start()
     carriers: tuple[tuple[type, str, Callable[[Any], Any]], ...] = (
         (threading.Thread, "start", _start),
         (concurrent.futures.ThreadPoolExecutor, "submit", _submit),
@@ -302,6 +309,15 @@ def _patch_transports() -> None:
     for cls, method, carry in carriers:
         _originals.append((cls, method, cls.__dict__[method]))
         setattr(cls, method, carry(cls.__dict__[method]))
+
+
+def _patch_adapter(adapter: str) -> None:
+    for cls, method, replacement in importlib.import_module(adapter).patches():
+        _originals.append((cls, method, cls.__dict__[method]))
+        setattr(cls, method, replacement)
+
+
+_on_import = PatchOnImport(_patch_adapter, _lock)
 
 
 def _first_in() -> None:
@@ -344,3 +360,4 @@ def uninstall(router: Router) -> None:
                 else:
                     setattr(cls, method, original)
             _originals.clear()
+            _on_import.stop()

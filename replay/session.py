@@ -67,6 +67,9 @@ VIRTUAL = "virtual"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: The redactor of every session that adds nothing to the defaults: what it remembers serves all.
+_PLAIN = Redactor()
+
 #: Seconds a session's exit waits, by default, for recordings still streaming.
 DEFAULT_FINISH_TIMEOUT = 5.0
 _FINISH_POLL = 0.005
@@ -95,7 +98,8 @@ class CassetteSession:
     ) -> None:
         if record_mode is not None:
             check_mode(record_mode)
-        MatchIndex([], match_on=match_on)  # validates matcher names now, not at first request
+        if match_on != DEFAULT_MATCH_ON:  # (the default is known good)
+            MatchIndex([], match_on=match_on)  # validates matchers now, not at first request
         self.path = Path(path)
         self._requested_mode = record_mode
         #: The record mode in force: the one asked for, unless a test run imposes another
@@ -430,13 +434,15 @@ def use_cassette(
         ConfigurationError: a bad record mode, speed, matcher or fault.
         CassetteFormatError: the cassette file exists but cannot be read.
     """
+    plain = not redact_headers and not redact_query_parameters and before_record is None
+    redactor = _PLAIN if plain else Redactor(redact_headers, redact_query_parameters, before_record)
     return CassetteSession(
         path,
         record_mode=record_mode,
         speed=speed,
         match_on=match_on,
         allow_playback_repeats=allow_playback_repeats,
-        redactor=Redactor(redact_headers, redact_query_parameters, before_record),
+        redactor=redactor,
         clock=clock,
         faults=faults,
         finish_timeout=finish_timeout,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import subprocess
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
@@ -277,3 +279,35 @@ def test_async_in_process_transports_record_and_replay(
             return await get(LIVE)
 
     assert anyio.run(main) == RECORDED
+
+
+LATE_IMPORT = """
+import sys
+import replay
+
+with replay.use_cassette(sys.argv[1], record_mode="none"):
+    assert "aiohttp" not in sys.modules and "requests" not in sys.modules, "imported eagerly"
+    import aiohttp
+    from requests.adapters import HTTPAdapter
+
+    assert hasattr(aiohttp.ClientSession._request, "__wrapped__"), "aiohttp not patched"
+    assert HTTPAdapter.send.__module__ == "replay.adapters.requests", "requests not patched"
+    assert type(aiohttp.__loader__).__name__ == "SourceFileLoader", aiohttp.__loader__
+assert not hasattr(aiohttp.ClientSession._request, "__wrapped__"), "aiohttp left patched"
+assert HTTPAdapter.send.__module__ == "requests.adapters", "requests left patched"
+assert not any("PatchOnImport" in type(f).__name__ for f in sys.meta_path), sys.meta_path
+print("ok")
+"""
+
+
+def test_a_library_imported_inside_a_session_is_patched_and_restored(tmp_path: Path) -> None:
+    """aiohttp and requests are not imported by a session (some 100 ms), yet a client
+    library first imported while one is active is patched, and restored after it."""
+    result = subprocess.run(
+        [sys.executable, "-c", LATE_IMPORT, str(tmp_path / "none.msgpack")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.stdout.strip() == "ok", result.stderr
