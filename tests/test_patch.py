@@ -287,13 +287,18 @@ import replay
 
 with replay.use_cassette(sys.argv[1], record_mode="none"):
     assert "aiohttp" not in sys.modules and "requests" not in sys.modules, "imported eagerly"
+    assert "httpx2" not in sys.modules, "httpx2 imported eagerly"
     import aiohttp
+    import httpx2
     from requests.adapters import HTTPAdapter
+
+    assert getattr(httpx2.HTTPTransport.handle_request, "_replay_patch", False), "httpx2"
 
     assert hasattr(aiohttp.ClientSession._request, "__wrapped__"), "aiohttp not patched"
     assert HTTPAdapter.send.__module__ == "replay.adapters.requests", "requests not patched"
     assert type(aiohttp.__loader__).__name__ == "SourceFileLoader", aiohttp.__loader__
 assert not hasattr(aiohttp.ClientSession._request, "__wrapped__"), "aiohttp left patched"
+assert not hasattr(httpx2.HTTPTransport.handle_request, "_replay_patch"), "httpx2 left patched"
 assert HTTPAdapter.send.__module__ == "requests.adapters", "requests left patched"
 assert not any("PatchOnImport" in type(f).__name__ for f in sys.meta_path), sys.meta_path
 print("ok")
@@ -301,8 +306,8 @@ print("ok")
 
 
 def test_a_library_imported_inside_a_session_is_patched_and_restored(tmp_path: Path) -> None:
-    """aiohttp and requests are not imported by a session (some 100 ms), yet a client
-    library first imported while one is active is patched, and restored after it."""
+    """httpx2, aiohttp and requests are not imported by a session (some 120 ms), yet a
+    client library first imported while one is active is patched, and restored after it."""
     result = subprocess.run(
         [sys.executable, "-c", LATE_IMPORT, str(tmp_path / "none.msgpack")],
         capture_output=True,
