@@ -29,27 +29,23 @@ interactions the clients saw answered the cassette holds.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import multiprocessing
-import re
 import signal
-import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 from pathlib import Path
 
-import httpx
+import paced  # beside this script
+import servers
+from paced import Ask, Load
 
 import replay
-from replay._origin import Origin, Script
+from replay._origin import Script
 
 CLIENTS = 200
 PERIOD = 1.0  # seconds between one client's requests: 200 requests/s offered in all
@@ -60,37 +56,6 @@ EVENT = (
 STREAM = Script(chunks=((0.0, EVENT), (0.01, EVENT), (0.01, EVENT)))
 WARMUP = 2.0  # seconds of requests not counted: the connections are opened then
 PAYLOAD = {"model": "gpt-4.1", "input": "Say hello.", "stream": True}
-
-
-@dataclass
-class Load:
-    """What the clients saw in one run."""
-
-    seconds: float
-    latencies: list[float] = field(default_factory=list)
-    done_at: list[float] = field(default_factory=list)  # seconds since the run began
-    errors: list[str] = field(default_factory=list)
-    answered: int = 0  # requests answered in full, warm-up included
-
-    @property
-    def per_second(self) -> list[int]:
-        """Requests finished in each whole second of the run."""
-        counts = [0] * int(self.seconds)
-        for at in self.done_at:
-            if int(at) < len(counts):
-                counts[int(at)] += 1
-        return counts
-
-    @property
-    def flatness(self) -> float:
-        """Requests per second in the last third of the run over those in the first."""
-        counts = self.per_second
-        third = max(1, len(counts) // 3)
-        return statistics.mean(counts[-third:]) / max(1e-9, statistics.mean(counts[:third]))
-
-    def quantile(self, q: float) -> float:
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 @dataclass
@@ -105,81 +70,9 @@ class Result:
     proxy_said: list[str]  # the proxy's stderr but its start line and "recorded ..." lines
 
 
-async def _ask(client: httpx.AsyncClient, url: str) -> str | None:
-    """Send one request and read its whole answer; what went wrong, if anything."""
-    try:
-        async with client.stream("POST", url, json=PAYLOAD) as response:
-            body = await response.aread()
-    except httpx.HTTPError as error:
-        return f"{type(error).__name__}: {error}"
-    if response.status_code != 200 or body != EVENT * 3:
-        return f"status {response.status_code}, {len(body)} bytes"
-    return None
-
-
-async def _client(
-    client: httpx.AsyncClient, url: str, first: float, load: Load, began: float, until: float
-) -> None:
-    start = began - WARMUP + first
-    while start < until:
-        await asyncio.sleep(max(0.0, start - time.perf_counter()))
-        sent = time.perf_counter()
-        error = await _ask(client, url)
-        done = time.perf_counter()
-        if error is not None:
-            load.errors.append(error)
-        else:
-            load.answered += 1
-            if sent >= began:  # not a warm-up request
-                load.latencies.append(done - sent)
-                load.done_at.append(done - began)
-        start = max(start + PERIOD, time.perf_counter())
-
-
-async def _drive(url: str, clients: int, seconds: float) -> Load:
-    load = Load(seconds)
-    tls = ssl.create_default_context()  # one for all: each client making its own takes long
-    async with contextlib.AsyncExitStack() as stack:
-        made = [
-            await stack.enter_async_context(httpx.AsyncClient(timeout=30.0, verify=tls))
-            for _ in range(clients)
-        ]
-        began = time.perf_counter() + WARMUP
-        until = began + seconds
-        await asyncio.gather(
-            *(
-                _client(client, url, PERIOD * n / clients, load, began, until)
-                for n, client in enumerate(made)
-            )
-        )
-    return load
-
-
 def drive(url: str, clients: int = CLIENTS, seconds: float = 30.0) -> Load:
     """Run `clients` paced clients against `url` for `seconds`."""
-    return asyncio.run(_drive(url, clients, seconds))
-
-
-def _serve_origin(pipe: Connection) -> None:
-    """The origin's process: sends its URL, then serves until terminated."""
-    with Origin({"/v1/responses": STREAM}) as origin:
-        pipe.send(origin.url)
-        threading.Event().wait()
-
-
-@contextlib.contextmanager
-def origin() -> Iterator[str]:
-    """The origin, in a process of its own (no GIL shared with the clients); its URL."""
-    context = multiprocessing.get_context("spawn")
-    receiving, sending = context.Pipe(duplex=False)
-    process = context.Process(target=_serve_origin, args=(sending,), daemon=True)
-    process.start()
-    sending.close()  # the child's copy stays open: its death ends `recv` with EOFError
-    try:
-        yield receiving.recv()
-    finally:
-        process.terminate()
-        process.join(10)
+    return paced.drive(Ask(url, PAYLOAD, EVENT * 3), clients, seconds, PERIOD, WARMUP)
 
 
 @dataclass
@@ -196,21 +89,9 @@ class Proxy:
 def proxy(target: str, out: Path, log: Path, *options: str) -> Iterator[Proxy]:
     """`replay proxy --target TARGET -o OUT` on a free port, its stderr in `log`; stopped
     with SIGTERM on leaving (how long that took is noted on the `Proxy`)."""
-    command = [sys.executable, "-m", "replay.cli", "proxy", "--target", target]
-    with log.open("wb") as stderr:
-        process = subprocess.Popen(
-            [*command, "-o", str(out), "--port", "0", *options],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    try:
-        deadline = time.monotonic() + 20
-        while not (found := re.search(r"http://127\.0\.0\.1:\d+", log.read_text())):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"replay proxy did not start:\n{log.read_text()}")
-            time.sleep(0.05)
-        running = Proxy(process, found[0])
+    arguments = ["proxy", "--target", target, "-o", str(out), "--port", "0", *options]
+    with servers.started(arguments, log) as (process, url):
+        running = Proxy(process, url)
         yield running
         began = time.perf_counter()
         process.send_signal(signal.SIGTERM)
@@ -220,16 +101,15 @@ def proxy(target: str, out: Path, log: Path, *options: str) -> Iterator[Proxy]:
         running.said = [line for line in lines[1:] if not line.startswith("recorded ")]
         if status != 0:
             raise RuntimeError(f"replay proxy exited with {status}:\n{log.read_text()[-2000:]}")
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 def run(seconds: float, clients: int = CLIENTS, options: Sequence[str] = ()) -> Result:
     """The floor's run, then the proxy's (`options` added to its command line), each
     `seconds` long with `clients` clients."""
-    with origin() as url, tempfile.TemporaryDirectory(prefix="replay-bench-proxy-") as tmp:
+    with (
+        servers.origin({"/v1/responses": STREAM}) as url,
+        tempfile.TemporaryDirectory(prefix="replay-bench-proxy-") as tmp,
+    ):
         floor = drive(f"{url}/v1/responses", clients, seconds)
         out = Path(tmp) / "proxied.msgpack"
         with proxy(url, out, Path(tmp) / "proxy.log", *options) as running:
