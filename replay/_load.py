@@ -234,10 +234,17 @@ def _column(name: str) -> Reader:
     return read
 
 
-class _Floats(tuple[float, ...]):
-    """A time column the walker read as msgpack float64s: every time is a float."""
+class _Floats:
+    """A time column the walker read as msgpack float64s: every time is a float.
 
-    __slots__ = ()
+    A holder, not a tuple subclass: building a subclass, and `Chunks` making a plain tuple
+    of it again, would copy the column twice (some 40 µs for 10,000 chunks).
+    """
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: tuple[float, ...]) -> None:
+        self.values = values
 
 
 _END_READERS: dict[str, Reader] = dict.fromkeys(
@@ -337,7 +344,8 @@ def _response(value: dict[Any, Any], where: str) -> Response:
 
 
 def _chunks(value: dict[Any, Any], where: str) -> Chunks:
-    times = _field(value, "at", list, where)
+    floats = value.get("at")
+    times = floats.values if type(floats) is _Floats else _field(value, "at", list, where)
     payloads = _field(value, "data", list, where)
     if len(times) != len(payloads):
         raise LoadError(
@@ -345,8 +353,8 @@ def _chunks(value: dict[Any, Any], where: str) -> Chunks:
             f"{len(payloads)} in 'data'): each chunk needs a time and its bytes"
         )
     try:  # Chunks names the chunk at fault
-        if type(times) is _Floats:
-            return Chunks._of_floats(tuple(times), tuple(payloads))
+        if type(floats) is _Floats:  # `times` is its tuple, `payloads` the walker's tuple
+            return Chunks._of_floats(times, tuple(payloads))
         return Chunks(times, payloads)
     except (TypeError, ValueError) as exc:
         raise LoadError(f"{where}: {exc}") from exc

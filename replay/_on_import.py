@@ -1,10 +1,11 @@
 """Patching a library as its import ends (`replay.patch`'s patches of the other clients).
 
 A session patches httpx2, aiohttp and requests only once they are imported: importing them
-to patch them would cost some 120 ms in a program that uses none of them. One not imported yet cannot have
-been used; if it is imported while the patches are on, a meta path finder catches its import
-and patches it as the import ends. It finds the library's spec with the other finders and
-wraps the loader for that one import: the module gets its own loader back before it runs.
+to patch them would cost some 120 ms in a program that uses none of them. One not imported
+yet cannot have been used; if it is imported while the patches are on, a meta path finder
+catches its import and patches it as the import ends. It finds the library's spec with the
+other finders and wraps the loader for that one import: the module gets its own loader back
+before it runs.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import json.encoder
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qsl, urlsplit
@@ -47,8 +48,39 @@ _RECORD_AGAIN = (
     "unredacted (recorded by an older replay?): record it again"
 )
 
-# One encoder, made once: `json.dumps` with options builds a new one per call.
-_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+# One encoder, made once: `json.dumps` with options builds a new one per call. A parsed
+# body holds no cycle, so the check for one is left out.
+_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False)
+
+
+def _c_encoder() -> Callable[[object], str]:
+    """`_CANONICAL_JSON.encode`, with the C encoder it builds on every call built once (half
+    the cost of canonicalising a short body, paid for each recorded body when the index is
+    built); the encoder itself where the C accelerator is missing (PyPy)."""
+    make = getattr(json.encoder, "c_make_encoder", None)  # undocumented: not in typeshed
+    if make is None:
+        return _CANONICAL_JSON.encode
+    encoder = _CANONICAL_JSON
+    # The arguments `JSONEncoder.iterencode` passes it (markers None: no cycle check).
+    iterencode = make(
+        None,
+        encoder.default,
+        json.encoder.encode_basestring_ascii,
+        None,
+        encoder.key_separator,
+        encoder.item_separator,
+        True,
+        encoder.skipkeys,
+        encoder.allow_nan,
+    )
+
+    def encode(value: object) -> str:
+        return "".join(iterencode(value, 0))
+
+    return encode
+
+
+_canonical = _c_encoder()
 
 
 def _port(parts: SplitResult) -> int | None:
@@ -94,10 +126,15 @@ def _is_json(request: Request) -> bool:
 
 def _json_body(body: bytes) -> tuple[str, object]:
     try:
-        parsed = json.loads(body)
-    except ValueError:
+        if body and body[0] in _JSON_STARTS and (len(body) == 1 or body[1]):
+            # What `json.loads` would decode it as (`json.detect_encoding` says UTF-8 when
+            # neither a BOM nor a NUL byte starts it), without that Python-level detection.
+            parsed = json.loads(body.decode("utf-8", "surrogatepass"))
+        else:
+            parsed = json.loads(body)
+    except ValueError:  # UnicodeDecodeError included, as from `json.loads(body)`
         return ("raw", body)
-    return ("json", _CANONICAL_JSON.encode(parsed))
+    return ("json", _canonical(parsed))
 
 
 def _body(request: Request) -> tuple[str, object]:
@@ -281,9 +318,14 @@ class MatchIndex:
         limit = len(play_counts) if among_first is None else among_first
         if not self._callables:
             cursor = bucket.cursor
-            while cursor < len(indices) and play_counts[indices[cursor]] > 0:
+            count = len(indices)
+            while cursor < count and play_counts[indices[cursor]] > 0:
                 cursor += 1
             bucket.cursor = cursor
+            # The first unplayed one answers, if it may: the loop below, made short for the
+            # usual case (once per replayed request).
+            if cursor < count and indices[cursor] < limit:
+                return indices[cursor]
         for index in itertools.islice(indices, bucket.cursor, None):
             if index >= limit:  # indices increase
                 break

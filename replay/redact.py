@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable
+from typing import Any
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 import attrs
@@ -84,13 +85,21 @@ _CACHE_LIMIT = 4096
 _CLEAN_HEADER_VALUES: set[str] = set()
 
 
-def _remember(cache: set[str] | dict[str, bool], value: str, verdict: bool = True) -> None:
+def _remember(cache: set[str] | dict[Any, Any], value: Any, verdict: object = True) -> None:
     if len(cache) >= _CACHE_LIMIT:
         cache.clear()
     if isinstance(cache, dict):
         cache[value] = verdict
     else:
         cache.add(value)
+
+
+def _content_type(headers: Headers) -> str:
+    """The request's Content-Type, lower case ("" without one)."""
+    for name, value in headers:  # a plain loop, as matching reads it
+        if name.lower() == "content-type":
+            return value.lower()
+    return ""
 
 
 def _lower_set(names: Iterable[str]) -> frozenset[str]:
@@ -142,6 +151,9 @@ class Redactor:
     _stems_pattern: re.Pattern[bytes] = attrs.field(init=False, repr=False, eq=False)
     _header_verdicts: dict[str, bool] = attrs.field(init=False, factory=dict, repr=False, eq=False)
     _clean_urls: set[str] = attrs.field(init=False, factory=set, repr=False, eq=False)
+    # Header lists found clean, with their Content-Type: a client sends the same few lists
+    # (only Content-Length differs with the body), so one lookup replaces a pass per header.
+    _clean_headers: dict[Headers, str] = attrs.field(init=False, factory=dict, repr=False, eq=False)
 
     @_header_names.default
     def _all_header_names(self) -> frozenset[str]:
@@ -220,16 +232,14 @@ class Redactor:
             return f"{name}={PLACEHOLDER}"
         return field
 
-    def _body(self, request: Request) -> bytes:
-        """The request's body with secrets replaced; the body itself when none was."""
-        body = request.body
+    def _body(self, body: bytes, content_type: str) -> bytes:
+        """A request's body with secrets replaced; the body itself when none was.
+
+        Args:
+            content_type: the request's Content-Type, lower case.
+        """
         if not body:
             return body
-        content_type = ""
-        for name, value in request.headers:  # a plain loop, as matching reads it
-            if name.lower() == "content-type":
-                content_type = value.lower()
-                break
         if "json" in content_type:
             return self._json(body)
         if "application/x-www-form-urlencoded" in content_type:
@@ -293,8 +303,14 @@ class Redactor:
 
     def _request(self, request: Request) -> Request:
         url = self.url(request.url)
-        headers = self._headers(request.headers)
-        body = self._body(request)
+        headers = request.headers
+        content_type = self._clean_headers.get(headers)
+        if content_type is None:
+            content_type = _content_type(headers)
+            headers = self._headers(headers)
+            if headers is request.headers:
+                _remember(self._clean_headers, headers, content_type)
+        body = self._body(request.body, content_type)
         if url is request.url and headers is request.headers and body is request.body:
             return request  # nothing to hide: no copy (this runs once per replayed request)
         return attrs.evolve(request, url=url, headers=headers, body=body)
