@@ -9,8 +9,10 @@ from pathlib import Path
 __all__ = ["replay_bytes", "replay_text"]
 
 
-def replay_text(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run `replay ARGS...`; its output as text."""
+def replay_text(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `replay ARGS...` (in `cwd`, with environment `env`); its output as text."""
     return subprocess.run(
         [sys.executable, "-m", "replay.cli", *args],
         capture_output=True,
@@ -18,6 +20,7 @@ def replay_text(*args: str, cwd: Path | None = None) -> subprocess.CompletedProc
         timeout=60,
         check=False,
         cwd=cwd,
+        env=env,
     )
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from commands import replay_text as replay_cli
 
 import replay
 from replay._origin import Origin, Script, SeenRequest
@@ -84,17 +85,6 @@ def program(tmp_path: Path, source: str, name: str = "app.py") -> str:
     path = tmp_path / name
     path.write_text(textwrap.dedent(source))
     return str(path)
-
-
-def replay_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "replay.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
 
 
 def assert_one_error_line(result: subprocess.CompletedProcess[str], start: str) -> None:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from commands import replay_text as run_replay
 
 import replay
 from replay.dialects import ToolCall, validate
@@ -16,16 +15,6 @@ from replay.dialects.texts import stream_texts
 from replay.synth import DIALECTS, FAILURES, append, synthesize, tool_call
 
 TOOL = ToolCall("get_weather", {"city": "Paris"})
-
-
-def run_replay(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "replay.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize(
