@@ -1,29 +1,37 @@
 """Reading a cassette file: every field checked, in time and memory bounded by its size.
 
-The document is walked by a `_walk.Walker`. Each interaction is built one of two ways, then
-checked by the same validators below (which also build its values):
+A small file (at most `_PROBE_MAX` bytes, a test's cassette as a rule) is built whole by one
+`msgpack.unpackb`. Else the document is walked by a `_walk.Walker`, and each interaction is
+built one of two ways:
 
-- whole, by `msgpack.unpackb`, from a slice of at most `_PROBE_MAX` bytes: whatever it
-  declares, so little can only build a few MiB of objects, dropped as soon as the interaction
-  is checked; its values are then charged against the file's budget;
+- whole, by `msgpack.unpackb`, from a slice of at most `_PROBE_MAX` bytes;
 - else (a long stream, or something odd) field by field by the walker, which builds nothing
   before its type is checked and charges every list before building it: what is not of the
   expected type is left unbuilt, a `Skipped` naming its type for the validators to report.
 
+Whatever so few bytes declare, `unpackb` builds little from them: some 40 bytes of objects a
+byte, and ahead of the elements, for lists still open, at most `_ARRAY_MAX` slots each
+(msgpack allocates a list's declared length before reading it, up to 10,000 slots, and nests
+1,024 deep: some 80 MiB otherwise). What is built is then checked (`_validate`) and, from a
+slice, charged against the file's budget (a small file's, 32 MiB, it cannot reach). Anything
+odd in a file built whole (even a field a validator refuses) sends it to the walker, which
+says what, as it would have.
+
 The slice that fits is guessed from the interactions before (twice the last one's size), so
-a cassette of like interactions is read with one `unpackb` each; the first one's slice is the
-rest of the file when that is small.
+a cassette of like interactions is read with one `unpackb` each.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from typing import Any
 
 import msgpack
 
-from replay._walk import BadElement, LoadError, Skipped, Walker, check_document, not_msgpack
-from replay.model import STOPPERS, Chunks, Interaction, Request, Response, StreamEnd
+from replay._validate import Floats, expect, interaction_of, quick, shown
+from replay._walk import MAX_FIELDS, READ_SIZE, BadElement, LoadError, Skipped, Walker
+from replay.model import Interaction
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "LoadError", "read_interactions"]
 
@@ -39,6 +47,7 @@ _ELEMENT = 56  # the largest column element but for its bytes (bytes: 33, int: 3
 
 _PROBE_MIN = 1024
 _PROBE_MAX = 64 * 1024
+_ARRAY_MAX = 1024  # longer lists, in a slice built whole: the walker reads them
 
 Reader = Callable[[Walker, str, str], Any]
 """Reads the value of field `key` of the map at `parent` (a place, for messages)."""
@@ -51,6 +60,10 @@ def read_interactions(data: bytes) -> list[Interaction]:
         LoadError: it is not a complete cassette this version reads, or loading it would
             take far more memory than a cassette of its size can need.
     """
+    if len(data) <= _PROBE_MAX:
+        interactions = _whole(data)
+        if interactions is not None:
+            return interactions
     try:
         return _document(Walker(data))
     except (LoadError, IndexError, ValueError, msgpack.UnpackException) as exc:
@@ -63,6 +76,27 @@ def read_interactions(data: bytes) -> list[Interaction]:
         raise LoadError(not_msgpack(exc)) from exc  # pragma: no cover - found above
     except RecursionError:  # pragma: no cover - nothing recurses into values; a last guard
         raise LoadError("not a replay cassette: values nested too deeply") from None
+
+
+def _whole(data: bytes) -> list[Interaction] | None:
+    """The interactions of a small file built whole; None if anything is odd with it (the
+    walker then reads it, and says what)."""
+    try:
+        document = msgpack.unpackb(data, strict_map_key=False, max_array_len=_ARRAY_MAX)
+        if type(document) is not dict or len(document) > MAX_FIELDS:
+            return None
+        listed = document.get("interactions")
+        if type(listed) is not list or _header_problem(document) is not None:
+            return None
+        result = []
+        for value in listed:
+            interaction = quick(value)
+            if interaction is None:
+                return None
+            result.append(interaction)
+        return result
+    except Exception:  # damaged, unhashable keys, a bad version...: the walker tells which
+        return None
 
 
 def _document(walker: Walker) -> list[Interaction]:
@@ -102,10 +136,10 @@ def _header_problem(header: dict[str, Any], *, final: bool = False) -> str | Non
         return f"not a replay cassette (no 'format' field; expected {FORMAT_NAME!r})"
     name = header["format"]
     if type(name) is not str or name != FORMAT_NAME:
-        return f"not a replay cassette (format {_shown(name)}, expected {FORMAT_NAME!r})"
+        return f"not a replay cassette (format {shown(name)}, expected {FORMAT_NAME!r})"
     if "version" not in header:
         return "document: missing field 'version'" if final else "not read yet"
-    version = _expect(header["version"], int, "document.version")
+    version = expect(header["version"], int, "document.version")
     if version > FORMAT_VERSION:
         return (
             f"format version {version} is newer than this replay reads "
@@ -120,9 +154,10 @@ def _interactions(walker: Walker, where: str) -> list[Interaction]:
     count, _size = walker.list_length(where)
     walker.unpacker.read_array_header()
     result = []
-    # The first guess: all that is left when that fits (a small file, with one interaction
-    # as a rule, is then one `unpackb`); else little, so that a long stream's first
-    # interaction does not cost a failed `unpackb` of `_PROBE_MAX` bytes.
+    # The first guess: all that is left when that fits (a small file not built whole, as
+    # when it holds a bad field: its first interaction is built as one still); else little,
+    # so that a long stream's first interaction does not cost a failed `unpackb` of
+    # `_PROBE_MAX` bytes.
     left = len(walker.data) - walker.position
     probe = left if left <= _PROBE_MAX else _PROBE_MIN
     for index in range(count):
@@ -131,9 +166,9 @@ def _interactions(walker: Walker, where: str) -> list[Interaction]:
         document = _probed(walker.data, start, probe)
         if document is _MISSED:
             walker.charge(1, _INTERACTION, place)
-            interaction = _interaction(_built(walker, place), place)
+            interaction = interaction_of(_built(walker, place), place)
         else:
-            interaction = _interaction(document, place)
+            interaction = interaction_of(document, place)
             walker.charge(1, _cost(interaction), place)
             walker.skip()
         result.append(interaction)
@@ -149,7 +184,8 @@ def _probed(data: bytes, start: int, size: int) -> Any:
     few bytes, whatever they declare builds little); `_MISSED` if not, or if anything is
     wrong with it (the walker then finds what)."""
     try:
-        return msgpack.unpackb(memoryview(data)[start : start + size], strict_map_key=False)
+        value = memoryview(data)[start : start + size]
+        return msgpack.unpackb(value, strict_map_key=False, max_array_len=_ARRAY_MAX)
     except msgpack.ExtraData as extra:  # it ends within the slice: the usual case
         return extra.unpacked
     except Exception:  # incomplete, or damaged: the walker tells which
@@ -222,7 +258,7 @@ def _column(name: str) -> Reader:
             walker.charge(count, _TIME, where)
             times = walker.float64s(count, size)
             if times is not None:
-                return _Floats(times)
+                return Floats(times)
             walker.charge(count, _ELEMENT - _TIME, where)
         else:
             walker.charge(count, _ELEMENT, where)
@@ -232,19 +268,6 @@ def _column(name: str) -> Reader:
             raise LoadError(f"{parent}: chunk {bad.index}: {what}, not {bad.kind}") from bad
 
     return read
-
-
-class _Floats:
-    """A time column the walker read as msgpack float64s: every time is a float.
-
-    A holder, not a tuple subclass: building a subclass, and `Chunks` making a plain tuple
-    of it again, would copy the column twice (some 40 µs for 10,000 chunks).
-    """
-
-    __slots__ = ("values",)
-
-    def __init__(self, values: tuple[float, ...]) -> None:
-        self.values = values
 
 
 _END_READERS: dict[str, Reader] = dict.fromkeys(
@@ -280,109 +303,41 @@ def _built(walker: Walker, where: str) -> Any:
     return walker.fields(where, _INTERACTION_READERS)
 
 
-# -- checking an interaction -----------------------------------------------------------------
+# -- the document as msgpack -----------------------------------------------------------------
 
 
-def _expect(value: object, kind: type | tuple[type, ...], where: str) -> Any:
-    if type(value) is kind or (type(kind) is tuple and type(value) in kind):
-        return value  # the usual case, first
-    if isinstance(value, bool) and kind in (int, float, (int, float)):
-        raise LoadError(f"{where}: expected a number, found a boolean")
-    if not isinstance(value, (list, tuple) if kind is list else kind):  # the walker: tuples
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        found = value.kind if isinstance(value, Skipped) else type(value).__name__
-        raise LoadError(f"{where}: expected {names}, found {found}")
-    return value
-
-
-def _field(mapping: dict[Any, Any], name: str, kind: type | tuple[type, ...], where: str) -> Any:
-    if name not in mapping:
-        raise LoadError(f"{where}: missing field {name!r}")
-    return _expect(mapping[name], kind, f"{where}.{name}")
-
-
-def _interaction(value: object, where: str) -> Interaction:
-    item: dict[Any, Any] = _expect(value, dict, where)
+def check_document(data: bytes) -> None:
+    """Raise LoadError unless `data` is one complete msgpack document (found building
+    nothing, in one pass in C)."""
+    size = max(len(data), READ_SIZE)
+    unpacker = msgpack.Unpacker(io.BytesIO(data), read_size=READ_SIZE, max_buffer_size=size)
     try:
-        return Interaction(
-            _request(_field(item, "request", dict, where), f"{where}.request"),
-            _response(_field(item, "response", dict, where), f"{where}.response"),
-        )
-    except (TypeError, ValueError) as exc:  # attrs validators: negative times, bad status
-        raise LoadError(f"{where}: {exc}") from exc
+        unpacker.skip()
+    except msgpack.OutOfData as exc:
+        raise LoadError(_unpack_problem(data, _TRUNCATED)) from exc
+    except msgpack.StackError as exc:
+        raise LoadError(_unpack_problem(data, _NESTED)) from exc
+    except (ValueError, msgpack.UnpackException) as exc:
+        raise LoadError(_unpack_problem(data, not_msgpack(exc))) from exc
+    extra = len(data) - unpacker.tell()
+    if extra:
+        problem = f"unexpected bytes after the cassette document ({extra} bytes)"
+        raise LoadError(_unpack_problem(data, problem))
 
 
-def _headers(value: object, where: str) -> list[Any]:
-    pairs = []
-    for i, pair in enumerate(_expect(value, list, where)):
-        _expect(pair, list, f"{where}[{i}]")
-        if len(pair) != 2:
-            raise LoadError(f"{where}[{i}]: expected a [name, value] pair")
-        _expect(pair[0], str, f"{where}[{i}][0]")
-        _expect(pair[1], str, f"{where}[{i}][1]")
-        pairs.append(pair)  # `Request` and `Response` make tuples of lists, and keep tuples
-    return pairs
+_TRUNCATED = (
+    "the file ends too early (truncated?): restore it from version control or record it again"
+)
+_NESTED = "not a replay cassette: msgpack values nested too deeply"
 
 
-def _request(value: dict[Any, Any], where: str) -> Request:
-    return Request(
-        method=_field(value, "method", str, where),
-        url=_field(value, "url", str, where),
-        headers=_headers(_field(value, "headers", list, where), f"{where}.headers"),
-        body=_field(value, "body", bytes, where),
-    )
+def not_msgpack(exc: Exception) -> str:
+    """The problem of a file msgpack cannot decode, as `exc` says it."""
+    detail = f": {exc}" if str(exc) else ""
+    return f"not a msgpack document ({type(exc).__name__}{detail})"
 
 
-def _response(value: dict[Any, Any], where: str) -> Response:
-    return Response(
-        status=_field(value, "status", int, where),
-        headers=_headers(_field(value, "headers", list, where), f"{where}.headers"),
-        headers_at=_field(value, "headers_at", (int, float), where),
-        chunks=_chunks(_field(value, "chunks", dict, where), f"{where}.chunks"),
-        end=_end(_field(value, "end", dict, where), f"{where}.end"),
-    )
-
-
-def _chunks(value: dict[Any, Any], where: str) -> Chunks:
-    floats = value.get("at")
-    times = floats.values if type(floats) is _Floats else _field(value, "at", list, where)
-    payloads = _field(value, "data", list, where)
-    if len(times) != len(payloads):
-        raise LoadError(
-            f"{where}: the columns differ in length ({len(times)} in 'at', "
-            f"{len(payloads)} in 'data'): each chunk needs a time and its bytes"
-        )
-    try:  # Chunks names the chunk at fault
-        if type(floats) is _Floats:  # `times` is its tuple, `payloads` the walker's tuple
-            return Chunks._of_floats(times, tuple(payloads))
-        return Chunks(times, payloads)
-    except (TypeError, ValueError) as exc:
-        raise LoadError(f"{where}: {exc}") from exc
-
-
-def _end(value: dict[Any, Any], where: str) -> StreamEnd:
-    error = _field(value, "error", (str, type(None)), where)
-    truncated = _field(value, "truncated", bool, where)
-    # Optional (files before it was written say only "truncated", which meant the client).
-    stopped_by = value.get("stopped_by", "client" if truncated else None)
-    if stopped_by not in STOPPERS or (stopped_by is None) == truncated:
-        raise LoadError(
-            f"{where}: stopped_by {_shown(stopped_by)} does not fit truncated={truncated}"
-        )
-    return StreamEnd(
-        at=_field(value, "at", (int, float), where),
-        error=error,
-        message=_field(value, "message", str, where),
-        truncated=truncated,
-        stopped_by=stopped_by,
-    )
-
-
-def _shown(value: object) -> str:
-    """`value` for a message: a short str or number as it is, anything else by its type (a
-    hostile file's value may be huge, or nested past what `repr` can recurse into)."""
-    if isinstance(value, Skipped):
-        return f"a {value.kind}"
-    if isinstance(value, (str, int, float, type(None))) and len(repr(value)) <= 60:
-        return repr(value)
-    return f"a {type(value).__name__}"
+def _unpack_problem(data: bytes, problem: str) -> str:
+    if not (0x80 <= data[0] <= 0x8F or data[0] in (0xDE, 0xDF)):  # fixmap, map 16, map 32
+        return "not a replay cassette: the file does not start with a msgpack map"
+    return problem

@@ -15,9 +15,9 @@ asked for:
 - Before a list is built, its declared length is charged against a budget proportional to
   the file's size (`MAX_EXPANSION`); a file that would go past it is refused.
 
-When anything fails, `check_document` (one pass in C that builds nothing) tells first what
-`unpackb` would have: a truncated file, stray bytes after the document, values nested too
-deep, reserved bytes.
+When anything fails, `_load.check_document` (one pass in C that builds nothing) tells first
+what `unpackb` would have: a truncated file, stray bytes after the document, values nested
+too deep, reserved bytes.
 """
 
 from __future__ import annotations
@@ -33,12 +33,11 @@ __all__ = [
     "MAX_EXPANSION",
     "MAX_FIELDS",
     "MIN_BUDGET",
+    "READ_SIZE",
     "BadElement",
     "LoadError",
     "Skipped",
     "Walker",
-    "check_document",
-    "not_msgpack",
 ]
 
 #: Bytes of objects a load may build per byte of the file. A cassette of real streams needs
@@ -51,7 +50,8 @@ MIN_BUDGET = 32 * 1024 * 1024
 #: The most entries a map may have (a cassette's maps have at most six fields).
 MAX_FIELDS = 64
 
-_READ_SIZE = 4096
+#: How many bytes an Unpacker reads at a time.
+READ_SIZE = 4096
 _SKIPPED_COLUMN = 256
 
 
@@ -137,7 +137,7 @@ class Walker:
         limit = len(data)
         # The skeleton's Unpacker: values of any length; lists only as header pairs.
         self._skeleton: dict[str, Any] = {
-            "max_buffer_size": max(limit, _READ_SIZE),
+            "max_buffer_size": max(limit, READ_SIZE),
             "max_str_len": limit,
             "max_bin_len": limit,
             "max_array_len": 2,
@@ -156,7 +156,7 @@ class Walker:
     def _unpacker(self, position: int, limits: dict[str, Any]) -> msgpack.Unpacker:
         stream = io.BytesIO(self.data)  # shares `data`: nothing is copied
         stream.seek(position)
-        return msgpack.Unpacker(stream, read_size=_READ_SIZE, **limits)
+        return msgpack.Unpacker(stream, read_size=READ_SIZE, **limits)
 
     @property
     def position(self) -> int:
@@ -234,8 +234,9 @@ class Walker:
     ) -> dict[str, Any]:
         """Read the map that comes next into `found` (default: a new dict): each field of
         `readers` by its reader (given this walker, `where` and the key); the others, and
-        keys that are not short strings (every key a cassette knows is one), skipped
-        unbuilt. A key given twice keeps its last value, as with `unpackb`.
+        keys that are not strings of at most 255 bytes (fixstr or str 8: every key a
+        cassette knows is one, whichever a writer chose), skipped unbuilt. A key given
+        twice keeps its last value, as with `unpackb`.
 
         Raises:
             LoadError: it is no map, or a map of more than `MAX_FIELDS` entries.
@@ -244,7 +245,8 @@ class Walker:
         data = self.data
         for _ in range(self.map_length(where)):
             unpacker = self.unpacker  # a reader may go on with another one
-            if 0xA0 <= data[self._base + unpacker.tell()] <= 0xBF:  # fixstr
+            first = data[self._base + unpacker.tell()]
+            if 0xA0 <= first <= 0xBF or first == 0xD9:  # fixstr, str 8: at most 255 bytes
                 key = unpacker.unpack()
                 read = readers.get(key)
             else:
@@ -373,40 +375,3 @@ class Walker:
         )
         self._go_past(count, end)
         return values
-
-
-def check_document(data: bytes) -> None:
-    """Raise LoadError unless `data` is one complete msgpack document (found building
-    nothing, in one pass in C)."""
-    size = max(len(data), _READ_SIZE)
-    unpacker = msgpack.Unpacker(io.BytesIO(data), read_size=_READ_SIZE, max_buffer_size=size)
-    try:
-        unpacker.skip()
-    except msgpack.OutOfData as exc:
-        raise LoadError(_unpack_problem(data, _TRUNCATED)) from exc
-    except msgpack.StackError as exc:
-        raise LoadError(_unpack_problem(data, _NESTED)) from exc
-    except (ValueError, msgpack.UnpackException) as exc:
-        raise LoadError(_unpack_problem(data, not_msgpack(exc))) from exc
-    extra = len(data) - unpacker.tell()
-    if extra:
-        problem = f"unexpected bytes after the cassette document ({extra} bytes)"
-        raise LoadError(_unpack_problem(data, problem))
-
-
-_TRUNCATED = (
-    "the file ends too early (truncated?): restore it from version control or record it again"
-)
-_NESTED = "not a replay cassette: msgpack values nested too deeply"
-
-
-def not_msgpack(exc: Exception) -> str:
-    """The problem of a file msgpack cannot decode, as `exc` says it."""
-    detail = f": {exc}" if str(exc) else ""
-    return f"not a msgpack document ({type(exc).__name__}{detail})"
-
-
-def _unpack_problem(data: bytes, problem: str) -> str:
-    if not (0x80 <= data[0] <= 0x8F or data[0] in (0xDE, 0xDF)):  # fixmap, map 16, map 32
-        return "not a replay cassette: the file does not start with a msgpack map"
-    return problem

@@ -188,6 +188,24 @@ def test_an_unknown_field_of_20m_empty_maps_is_skipped_unbuilt(tmp_path: Path) -
     assert float(str(result["megabytes"])) < MEGABYTES, result
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="peak memory from /proc")
+@pytest.mark.parametrize("declared", [1024, 10_000])
+def test_a_small_file_of_long_lists_nested_deep_is_refused_in_a_few_megabytes(
+    tmp_path: Path, declared: int
+) -> None:
+    # msgpack allocates a list's declared length before reading it (up to 10,000 slots),
+    # 1,024 lists deep: some 80 MB from 60 KB, unless the lists a slice built whole may
+    # declare are bounded (`replay._load._ARRAY_MAX`).
+    nested = (b"\xdc" + declared.to_bytes(2, "big")) * 1100
+    padded = b"\x84" + document(nested, 1)[1:] + pack("extra") + pack(b"x" * 60_000)
+    path = tmp_path / "nested.msgpack"
+    path.write_bytes(padded)
+    assert len(padded) < 64 * 1024  # built whole, as a small file is
+    result = measured_load(path)
+    assert "nested too deeply" in str(result["outcome"]), result
+    assert float(str(result["megabytes"])) < 16, result
+
+
 def test_replay_show_of_a_crafted_file_is_one_error_line(tmp_path: Path) -> None:
     path = tmp_path / "hostile.msgpack"
     path.write_bytes(empty_maps())

@@ -207,6 +207,20 @@ def test_unknown_keys_are_ignored_by_readers(cassette_path: Path) -> None:
     assert load_interactions(cassette_path) == [sse_interaction()]
 
 
+@pytest.mark.parametrize("padding", [0, 100_000], ids=["small file", "large file"])
+def test_keys_written_as_str_8_are_read(cassette_path: Path, padding: int) -> None:
+    # A writer may encode a short string in a longer format (str 8): the key is the same,
+    # for a file built whole as for one walked.
+    document = valid_document()
+    document["padding"] = b"x" * padding
+    packed = msgpack.packb(document, use_bin_type=True)
+    for key in ("format", "version", "interactions", "request", "response", "chunks"):
+        packed = packed.replace(msgpack.packb(key), b"\xd9" + bytes([len(key)]) + key.encode())
+    cassette_path.parent.mkdir(parents=True)
+    cassette_path.write_bytes(packed)
+    assert load_interactions(cassette_path) == [sse_interaction()]
+
+
 def test_missing_file_raises_file_not_found(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         Cassette.load(tmp_path / "nowhere.msgpack")
