@@ -473,15 +473,19 @@ def bench_load(config: Settings, workdir: Path, verdicts: list[Verdict]) -> Sect
     def vcrpy_load() -> Runner:
         return lambda: vcr.cassette.Cassette.load(path=str(vcr_path))
 
-    def msgpack_only() -> Runner:
+    def msgpack_file() -> Runner:  # what any loader of the file does: read it, unpack it
+        return lambda: msgpack.unpackb(ours_path.read_bytes(), raw=False, strict_map_key=False)
+
+    def msgpack_bytes() -> Runner:  # context: the unpacking alone, of bytes already read
         data = ours_path.read_bytes()
         return lambda: msgpack.unpackb(data, raw=False, strict_map_key=False)
 
     repeats, warmup = config.load_repeats, config.warmup
-    floor_times, our_times, vcrpy_times = measure(
-        [msgpack_only, replay_load, vcrpy_load], repeats, warmup
+    floor_times, bytes_times, our_times, vcrpy_times = measure(
+        [msgpack_file, msgpack_bytes, replay_load, vcrpy_load], repeats, warmup
     )
-    floor = Row("`msgpack.unpackb` of the same file", floor_times)
+    floor = Row("`msgpack.unpackb(path.read_bytes())` of the same file", floor_times)
+    unpacked = Row("`msgpack.unpackb` alone, of the file's bytes already read", bytes_times)
     ours = Row("`replay.Cassette.load`", our_times)
     vcrpy = Row("vcrpy `Cassette.load(path=…)`", vcrpy_times)
     speedup = vcrpy.median / ours.median
@@ -495,8 +499,10 @@ def bench_load(config: Settings, workdir: Path, verdicts: list[Verdict]) -> Sect
         "one long scalar, parsed in C, where replay checks and builds one `Chunk` per "
         "chunk. "
         f"Median of {repeats} repeats.",
+        "The floor reads the file and unpacks it, as `Cassette.load` and vcrpy do; "
+        "the unpacking alone, from bytes already read, is shown beside it.",
         "",
-        *table([floor, ours, vcrpy], floor),
+        *table([floor, unpacked, ours, vcrpy], floor),
         "",
         f"**replay loads {speedup:.2f}× faster than vcrpy** (target ≥ 5×).",
         "",
@@ -514,7 +520,7 @@ def bench_load(config: Settings, workdir: Path, verdicts: list[Verdict]) -> Sect
         Verdict("2. load", "vcrpy load / replay load", f"{speedup:.2f}×", "≥ 5×", speedup >= 5),
         Verdict(
             "2. load",
-            "`Cassette.load` / `msgpack.unpackb` of the same file",
+            "`Cassette.load` / `msgpack.unpackb` of the file read",
             f"{over_msgpack:.2f}×",
             "≤ 1.3×",
             over_msgpack <= 1.3,
