@@ -15,10 +15,11 @@ computed when that one was indexed, instead of parsing and canonicalising again.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import json.encoder
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qsl, urlsplit
 
@@ -88,6 +89,8 @@ def _port(parts: SplitResult) -> int | None:
 
 
 def _query(parts: SplitResult) -> tuple[tuple[str, str], ...]:
+    if not parts.query:  # the usual API call: nothing to parse
+        return ()
     return tuple(sorted(parse_qsl(parts.query, keep_blank_values=True)))
 
 
@@ -108,6 +111,8 @@ _URL_KEYS: dict[str, Callable[[SplitResult], object]] = {
 
 #: The first byte of a body worth parsing as JSON: an object or an array (after spaces).
 _JSON_STARTS = frozenset(b"{[")
+#: The same, as the one-byte slices `body[:1]` gives.
+_JSON_OPENINGS = frozenset((b"{", b"["))
 
 
 def _is_json(request: Request) -> bool:
@@ -124,12 +129,25 @@ def _is_json(request: Request) -> bool:
     return bool(stripped) and stripped[0] in _JSON_STARTS
 
 
+#: The scanner `json.loads` ends in (a default decoder's), called directly: `loads` spends
+#: more than the scan itself on looking for leading and trailing spaces. (`scan_once` is set
+#: by `JSONDecoder.__init__`; typeshed does not declare it.)
+_DECODER = json.JSONDecoder()
+_scan: Callable[[str, int], tuple[object, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
+
+
 def _json_body(body: bytes) -> tuple[str, object]:
     try:
         if body and body[0] in _JSON_STARTS and (len(body) == 1 or body[1]):
             # What `json.loads` would decode it as (`json.detect_encoding` says UTF-8 when
             # neither a BOM nor a NUL byte starts it), without that Python-level detection.
-            parsed = json.loads(body.decode("utf-8", "surrogatepass"))
+            text = body.decode("utf-8", "surrogatepass")
+            try:
+                parsed, end = _scan(text, 0)  # no space before: it starts with { or [
+            except StopIteration:  # not JSON: `json.loads` says why, as ValueError
+                end = -1
+            if end != len(text):  # spaces after it, or not JSON
+                parsed = json.loads(text)
         else:
             parsed = json.loads(body)
     except ValueError:  # UnicodeDecodeError included, as from `json.loads(body)`
@@ -202,11 +220,45 @@ class _Bucket:
 
     __slots__ = ("cursor", "indices")
 
-    def __init__(self) -> None:
-        self.indices: list[int] = []
+    def __init__(self, first: int) -> None:
+        self.indices = [first]
         # Interactions play in order, so skipping the played ones is amortised O(1) even
         # for many identical requests.
         self.cursor = 0
+
+
+class _Plan:
+    """What a `match_on` asks for, checked: the keys a bucket's key is made of.
+
+    A bucket's key: the method, the other request keys, then the body's, then the URL keys
+    as one tuple (an order of our own: only equality of whole keys matters).
+    """
+
+    __slots__ = ("by_body", "by_method", "callables", "names", "request_keys", "url_keys")
+
+    def __init__(self, match_on: tuple[Matcher, ...]) -> None:
+        unknown = [m for m in match_on if not callable(m) and m not in _NAMES]
+        if unknown:
+            raise ConfigurationError(
+                f"unknown matcher {unknown[0]!r}: use one of {', '.join(_NAMES)} "
+                "or a callable (new_request, recorded_request)"
+            )
+        self.names = [m for m in match_on if isinstance(m, str)]
+        self.callables = [_vcr_matcher(m) for m in match_on if callable(m)]
+        self.by_method = "method" in self.names
+        self.request_keys = [
+            _REQUEST_KEYS[n]
+            for n in self.names
+            if n in _REQUEST_KEYS and n not in ("body", "method")
+        ]
+        self.by_body = "body" in self.names
+        self.url_keys = [_URL_KEYS[n] for n in self.names if n in _URL_KEYS]
+
+
+@functools.lru_cache(maxsize=64)
+def _plan(match_on: tuple[Matcher, ...]) -> _Plan:
+    """The plan of `match_on`, made once: every cassette of a suite asks the same."""
+    return _Plan(match_on)
 
 
 class MatchIndex:
@@ -230,33 +282,33 @@ class MatchIndex:
                 f"match_on must be a sequence of matchers, not the string {match_on!r}: "
                 f"write ({match_on!r},)"
             )
-        unknown = [m for m in match_on if not callable(m) and m not in _NAMES]
-        if unknown:
-            raise ConfigurationError(
-                f"unknown matcher {unknown[0]!r}: use one of {', '.join(_NAMES)} "
-                "or a callable (new_request, recorded_request)"
-            )
-        self._names = [m for m in match_on if isinstance(m, str)]
-        self._callables = [_vcr_matcher(m) for m in match_on if callable(m)]
         self._match_on = tuple(match_on)
+        try:
+            plan = _plan(self._match_on)
+        except TypeError:  # an unhashable callable
+            plan = _Plan(self._match_on)
+        self._names = plan.names
+        self._callables = plan.callables
         self._repeats = allow_playback_repeats
-        # A bucket's key: the other request keys, then the body's, then the URL keys as one
-        # tuple (an order of our own: only equality of whole keys matters).
-        self._request_keys = [
-            _REQUEST_KEYS[n] for n in self._names if n in _REQUEST_KEYS and n != "body"
-        ]
-        self._by_body = "body" in self._names
-        self._url_keys = [_URL_KEYS[n] for n in self._names if n in _URL_KEYS]
+        self._by_method = plan.by_method
+        self._request_keys = plan.request_keys
+        self._by_body = plan.by_body
+        self._url_keys = plan.url_keys
         # The keys of the recorded URLs and JSON bodies. A request to replay usually repeats
         # its recording byte for byte: it then finds its keys here instead of parsing its
         # URL and JSON body again. Filled by `add` only, so it holds nothing the cassette
         # does not hold already.
         self._known_urls: dict[str, tuple[object, ...]] = {}
         self._known_json: dict[bytes, tuple[str, object]] = {}
-        self._requests: list[Request] = []
+        # The bucket of each recorded (method, URL, body), when the key is made of nothing
+        # else: a request that repeats one byte for byte (the usual case) finds its bucket
+        # with one lookup, without a key.
+        self._by_request: dict[tuple[str, str, bytes], _Bucket] | None = (
+            None if "headers" in self._names else {}
+        )
+        self._requests = list(requests)
         self._buckets: dict[tuple[object, ...], _Bucket] = {}
-        for index, request in enumerate(requests):
-            self.add(index, request)
+        self._place(self._requests, 0)
 
     def key(self, request: Request) -> tuple[object, ...]:
         """The named-matcher keys of `request` as one tuple.
@@ -268,29 +320,52 @@ class MatchIndex:
     def add(self, index: int, request: Request) -> None:
         """Index the request of interaction `index` (indices must grow)."""
         self._requests.append(request)
-        key = self._key(request, learn=True)
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            bucket = self._buckets[key] = _Bucket()
-        bucket.indices.append(index)
+        self._place([request], index)
+
+    def _place(self, requests: Iterable[Request], first: int) -> None:
+        """Bucket `requests`, numbered from `first`, in one loop (it runs for each recorded
+        request when a cassette is first asked)."""
+        buckets, by_request, key_of = self._buckets, self._by_request, self._key
+        for index, request in enumerate(requests, first):
+            key = key_of(request, learn=True)
+            bucket = buckets.get(key)
+            if bucket is None:
+                bucket = buckets[key] = _Bucket(index)
+            else:
+                bucket.indices.append(index)
+            if by_request is not None:
+                by_request[request.method, request.url, request.body] = bucket
 
     def _key(self, request: Request, *, learn: bool) -> tuple[object, ...]:
-        key = [function(request) for function in self._request_keys]
+        # Made for each recorded request, inline: the known keys are looked up here.
+        key: list[object] = [request.method.upper()] if self._by_method else []
+        if self._request_keys:
+            key += [function(request) for function in self._request_keys]
         if self._by_body:
-            key.append(self._body_key(request, learn))
+            body = request.body
+            known = self._known_json.get(body)  # only JSON bodies are known
+            if known is None:
+                if body[:1] in _JSON_OPENINGS:  # `_is_json`, its usual case inline
+                    known = _json_body(body)
+                    if learn:
+                        self._known_json[body] = known
+                else:
+                    known = self._new_body_key(request, learn)
+            key.append(known)
         if self._url_keys:
-            key.append(self._url_key(request.url, learn))
+            url = request.url
+            known_url = self._known_urls.get(url)
+            key.append(self._url_key(url, learn) if known_url is None else known_url)
         return tuple(key)
 
-    def _body_key(self, request: Request, learn: bool) -> tuple[str, object]:
+    def _new_body_key(self, request: Request, learn: bool) -> tuple[str, object]:
+        """The body's key, not in `_known_json`."""
         if not _is_json(request):
             return ("raw", request.body)
-        known = self._known_json.get(request.body)
-        if known is None:
-            known = _json_body(request.body)
-            if learn:
-                self._known_json[request.body] = known
-        return known
+        key = _json_body(request.body)
+        if learn:
+            self._known_json[request.body] = key
+        return key
 
     def _url_key(self, url: str, learn: bool) -> tuple[object, ...]:
         known = self._known_urls.get(url)
@@ -311,9 +386,16 @@ class MatchIndex:
             play_counts: how often each interaction has played, by index.
             among_first: consider only interactions with an index below this.
         """
-        bucket = self._buckets.get(self._key(request, learn=False))
+        by_request = self._by_request
+        bucket = (
+            None
+            if by_request is None
+            else by_request.get((request.method, request.url, request.body))
+        )
         if bucket is None:
-            return None
+            bucket = self._buckets.get(self._key(request, learn=False))
+            if bucket is None:
+                return None
         indices = bucket.indices
         limit = len(play_counts) if among_first is None else among_first
         if not self._callables:

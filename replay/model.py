@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, overload
 
 import attrs
@@ -107,27 +107,44 @@ class Request:
     def from_httpx(cls, request: _HttpxRequest) -> Request:
         """Capture an httpx or httpx2 request whose body has been read."""
         method, url, body = request.method, str(request.url), request.content
-        headers = tuple(
-            [
-                (name.decode("latin-1"), value.decode("latin-1"))
-                for name, value in request.headers.raw
-            ]
-        )
+        raw = tuple(request.headers.raw)
+        headers = _DECODED_HEADERS.get(raw) or _decoded(raw)
         if not isinstance(method, str) or not isinstance(body, bytes):
             return cls(method=method, url=url, headers=headers, body=body)  # the error says why
         # Valid by construction (str pairs decoded from latin-1 bytes): the validators and the
         # header converter, half of this call's cost once per replayed request, are skipped.
         made = object.__new__(cls)
-        set_field = object.__setattr__  # what attrs' own __init__ does on a frozen class
-        set_field(made, "method", method)
-        set_field(made, "url", url)
-        set_field(made, "headers", headers)
-        set_field(made, "body", body)
+        # What attrs' own __init__ does on a frozen class, by the slots' own setters.
+        set_method, set_url, set_headers, set_body = _REQUEST_SLOTS
+        set_method(made, method)
+        set_url(made, url)
+        set_headers(made, headers)
+        set_body(made, body)
         return made
 
     def header(self, name: str) -> str | None:
         """The first value of header `name` (case-insensitive), or None."""
         return _header(self.headers, name)
+
+
+#: The setters of `Request`'s slots, for `Request.from_httpx`.
+_REQUEST_SLOTS: tuple[Callable[[Request, Any], None], ...] = tuple(
+    getattr(Request, name).__set__ for name in ("method", "url", "headers", "body")
+)
+
+#: Header lists as `Request.from_httpx` decodes them, by their raw bytes: a client sends the
+#: same few lists (only Content-Length changes with the body), so one lookup replaces two
+#: decodes a header, and the same tuple comes back (the redactor looks it up in a dict).
+_DECODED_HEADERS: dict[tuple[tuple[bytes, bytes], ...], Headers] = {}
+_DECODED_LIMIT = 256
+
+
+def _decoded(raw: tuple[tuple[bytes, bytes], ...]) -> Headers:
+    if len(_DECODED_HEADERS) >= _DECODED_LIMIT:
+        _DECODED_HEADERS.clear()
+    decoded = tuple([(name.decode("latin-1"), value.decode("latin-1")) for name, value in raw])
+    _DECODED_HEADERS[raw] = decoded
+    return decoded
 
 
 def _header(headers: Headers, name: str) -> str | None:

@@ -6,11 +6,14 @@ A shell over the engine: the `Player` finds what answers a request (faults appli
 The recorded end is raised as that library's exception class (`httpx.RemoteProtocolError`
 for httpx, `httpx2.RemoteProtocolError` for httpx2); a stall that outlasts the client's
 read timeout (`request.extensions["timeout"]["read"]`) as its `ReadTimeout`.
-At instant speed nothing waits and no clock is read.
+At instant speed nothing waits and no clock is read; a sync response without a stall is
+then its payloads and its recorded end, without a Stepper (the usual replay in a test suite).
 """
 
 from __future__ import annotations
 
+import collections
+import math
 from collections.abc import AsyncIterator, Iterable, Iterator
 from types import ModuleType
 from typing import Any
@@ -32,7 +35,7 @@ from replay.engine import (
     step_sync,
 )
 from replay.faults import FaultLike, Injector
-from replay.model import Request, Response
+from replay.model import Request, Response, StreamEnd
 from replay.redact import Redactor
 
 __all__ = ["AsyncReplayTransport", "ReplayTransport", "play_async", "play_sync"]
@@ -114,9 +117,53 @@ class _AsyncReplay:
         self.stepper.close()
 
 
+def _instant_class(module: ModuleType) -> type[Any]:
+    """`module`'s sync stream of a response played at instant speed without a stall."""
+
+    class InstantStream(module.SyncByteStream):  # type: ignore[name-defined,misc]
+        """The payloads, then the recorded end: no Stepper, no clock. A closed stream stops
+        without its end, as a Stepper would: closing uses its payloads up."""
+
+        def __init__(self, payloads: tuple[bytes, ...], end: StreamEnd) -> None:
+            self.rest = iter(payloads)
+            self.end = end
+            self.closed = False
+
+        def __iter__(self) -> Iterator[bytes]:
+            yield from self.rest  # the per-chunk cost of a tuple's iteration
+            end = self.end
+            if end.error is not None and not self.closed:
+                raise error_class(module, end.error)(end.message)
+
+        def close(self) -> None:
+            self.closed = True
+            collections.deque(self.rest, maxlen=0)  # what is left will not be handed out
+
+    return InstantStream
+
+
+def _library(request: Any) -> tuple[ModuleType, type[Any]]:
+    """The module of `request` (httpx or httpx2) and its instant stream class, cached by the
+    request's class (asked once per replayed request)."""
+    kind = type(request)
+    found = _LIBRARIES.get(kind)
+    if found is None:
+        module = module_of(request)
+        found = _LIBRARIES[kind] = (module, _instant_class(module))
+    return found
+
+
+_LIBRARIES: dict[type, tuple[ModuleType, type[Any]]] = {}
+
+
 def _response(module: ModuleType, recorded: Response, stream: Any) -> Any:
-    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in recorded.headers]
-    return module.Response(status_code=recorded.status, headers=headers, stream=stream)
+    try:
+        # The usual ASCII headers as they are: the library encodes them as ASCII, which is
+        # what latin-1 makes of them too.
+        return module.Response(status_code=recorded.status, headers=recorded.headers, stream=stream)
+    except UnicodeEncodeError:  # a latin-1 header value beyond ASCII
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in recorded.headers]
+        return module.Response(status_code=recorded.status, headers=headers, stream=stream)
 
 
 def play_sync(request: Any, played: Played, schedule: Schedule | None, clock: Clock) -> Any:
@@ -129,7 +176,10 @@ def play_sync(request: Any, played: Played, schedule: Schedule | None, clock: Cl
         schedule: the deadlines (None at instant speed).
         clock: the clock to wait on.
     """
-    module = module_of(request)
+    module, instant = _library(request)
+    response = played.response
+    if schedule is None and not played.stall_steps:  # nothing waits: no Stepper needed
+        return _response(module, response, instant(response.chunks.payloads, response.end))
     stepper = _stepper(request, played, schedule)
     step_sync(stepper, clock)  # the headers
     return _response(
@@ -188,7 +238,8 @@ class ReplayTransport(_Shell, httpx.BaseTransport):
 
     def handle_request(self, request: Any) -> Any:
         """Answer `request` with the recorded response."""
-        schedule = Schedule.starting_now(self.speed, self.clock)
+        speed = self.speed
+        schedule = None if speed == math.inf else Schedule.starting_now(speed, self.clock)
         request.read()
         played = self.player.take(Request.from_httpx(request))
         return play_sync(request, played, schedule, self.clock)

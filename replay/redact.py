@@ -29,9 +29,11 @@ request it came from.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from typing import Any
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
@@ -128,6 +130,35 @@ def _secret(name: str, always: frozenset[str]) -> bool:
     return name.lower() in always or is_secret_name(name)
 
 
+class _Shared:
+    """What redactors of the same names share: the names, and the verdicts reached."""
+
+    __slots__ = (
+        "clean_headers",
+        "clean_urls",
+        "field_names",
+        "header_names",
+        "header_verdicts",
+        "stems",
+        "stems_pattern",
+    )
+
+    def __init__(self, headers: frozenset[str], query_parameters: frozenset[str]) -> None:
+        self.header_names = DEFAULT_HEADERS | headers
+        self.field_names = DEFAULT_QUERY_PARAMETERS | query_parameters
+        stems = dict.fromkeys([*NAME_STEMS, *sorted(query_parameters)])  # common first
+        self.stems = tuple(stem.encode("utf-8") for stem in stems)
+        self.stems_pattern = re.compile(b"|".join(re.escape(stem) for stem in self.stems))
+        self.header_verdicts: dict[str, bool] = {}
+        self.clean_urls: set[str] = set()
+        self.clean_headers: dict[Headers, str] = {}
+
+
+@functools.lru_cache(maxsize=64)
+def _shared(headers: frozenset[str], query_parameters: frozenset[str]) -> _Shared:
+    return _Shared(headers, query_parameters)
+
+
 @attrs.frozen
 class Redactor:
     """Replaces secrets by a placeholder in requests and responses.
@@ -145,32 +176,49 @@ class Redactor:
     hook: Callable[[Interaction], Interaction | None] | None = None
     # What the defaults and the user's names add up to, and the verdicts already reached:
     # redaction runs once per replayed request, on the same few names and URLs every time.
+    # Shared by the redactors of the same names (a session makes one per test).
+    _shared: _Shared = attrs.field(init=False, repr=False, eq=False)
     _header_names: frozenset[str] = attrs.field(init=False, repr=False, eq=False)
     _field_names: frozenset[str] = attrs.field(init=False, repr=False, eq=False)
     _stems: tuple[bytes, ...] = attrs.field(init=False, repr=False, eq=False)
     _stems_pattern: re.Pattern[bytes] = attrs.field(init=False, repr=False, eq=False)
-    _header_verdicts: dict[str, bool] = attrs.field(init=False, factory=dict, repr=False, eq=False)
-    _clean_urls: set[str] = attrs.field(init=False, factory=set, repr=False, eq=False)
+    _header_verdicts: dict[str, bool] = attrs.field(init=False, repr=False, eq=False)
+    _clean_urls: set[str] = attrs.field(init=False, repr=False, eq=False)
     # Header lists found clean, with their Content-Type: a client sends the same few lists
     # (only Content-Length differs with the body), so one lookup replaces a pass per header.
-    _clean_headers: dict[Headers, str] = attrs.field(init=False, factory=dict, repr=False, eq=False)
+    _clean_headers: dict[Headers, str] = attrs.field(init=False, repr=False, eq=False)
+
+    @_shared.default
+    def _shared_by_names(self) -> _Shared:
+        return _shared(self.headers, self.query_parameters)
 
     @_header_names.default
     def _all_header_names(self) -> frozenset[str]:
-        return DEFAULT_HEADERS | self.headers
+        return self._shared.header_names
 
     @_field_names.default
     def _all_field_names(self) -> frozenset[str]:
-        return DEFAULT_QUERY_PARAMETERS | self.query_parameters
+        return self._shared.field_names
 
     @_stems.default
     def _all_stems(self) -> tuple[bytes, ...]:
-        stems = dict.fromkeys([*NAME_STEMS, *sorted(self.query_parameters)])  # common first
-        return tuple(stem.encode("utf-8") for stem in stems)
+        return self._shared.stems
 
     @_stems_pattern.default
     def _any_stem(self) -> re.Pattern[bytes]:
-        return re.compile(b"|".join(re.escape(stem) for stem in self._stems))
+        return self._shared.stems_pattern
+
+    @_header_verdicts.default
+    def _shared_header_verdicts(self) -> dict[str, bool]:
+        return self._shared.header_verdicts
+
+    @_clean_urls.default
+    def _shared_clean_urls(self) -> set[str]:
+        return self._shared.clean_urls
+
+    @_clean_headers.default
+    def _shared_clean_headers(self) -> dict[Headers, str]:
+        return self._shared.clean_headers
 
     def _headers(self, pairs: Headers) -> Headers:
         """`pairs` with secrets replaced; `pairs` itself when none was found."""
@@ -232,16 +280,17 @@ class Redactor:
             return f"{name}={PLACEHOLDER}"
         return field
 
-    def _body(self, body: bytes, content_type: str) -> bytes:
+    def _body(self, body: bytes, content_type: str, clean: AbstractSet[bytes]) -> bytes:
         """A request's body with secrets replaced; the body itself when none was.
 
         Args:
             content_type: the request's Content-Type, lower case.
+            clean: JSON bodies known to hold nothing to hide (from `clean_bodies`).
         """
         if not body:
             return body
         if "json" in content_type:
-            return self._json(body)
+            return body if body in clean else self._json(body)
         if "application/x-www-form-urlencoded" in content_type:
             text = body.decode("latin-1")
             cleaned = self._fields(text, unquote_plus)
@@ -267,6 +316,22 @@ class Redactor:
             return json.dumps(cleaned, ensure_ascii=False, separators=separators).encode()
         except UnicodeEncodeError:  # a lone surrogate (from a \ud800 escape) stays escaped
             return json.dumps(cleaned, separators=separators).encode()
+
+    def clean_bodies(self, bodies: Iterable[bytes]) -> frozenset[bytes]:
+        """Those of `bodies` that this redactor leaves as they are when sent as JSON.
+
+        A player passes them to `request`: a live request repeats a recorded body byte for
+        byte, and one set lookup then stands for looking through it. They are looked
+        through together, joined (what is in one body is in the whole), and one by one only
+        when the whole holds a key's shape or a credential-like name.
+        """
+        unique = frozenset(bodies)
+        joined = b"\0".join(unique)
+        if MAY_HOLD_KEY_BYTES.search(joined) is None and not self._may_name_a_secret(
+            joined.lower()
+        ):
+            return unique
+        return frozenset(body for body in unique if self._json(body) is body)
 
     def _may_name_a_secret(self, lowered: bytes) -> bool:
         """Whether a credential-like name (or one the user added) may be in `lowered`."""
@@ -301,8 +366,11 @@ class Redactor:
             return cleaned, changed
         return value, False
 
-    def _request(self, request: Request) -> Request:
-        url = self.url(request.url)
+    def _request(self, request: Request, clean: AbstractSet[bytes] = frozenset()) -> Request:
+        # Once per replayed request: what is known clean is looked up here, without calls.
+        url = request.url
+        if url not in self._clean_urls:
+            url = self.url(url)
         headers = request.headers
         content_type = self._clean_headers.get(headers)
         if content_type is None:
@@ -310,17 +378,22 @@ class Redactor:
             headers = self._headers(headers)
             if headers is request.headers:
                 _remember(self._clean_headers, headers, content_type)
-        body = self._body(request.body, content_type)
+        body = request.body
+        if body not in clean or "json" not in content_type:
+            body = self._body(body, content_type, clean)
         if url is request.url and headers is request.headers and body is request.body:
             return request  # nothing to hide: no copy (this runs once per replayed request)
         return attrs.evolve(request, url=url, headers=headers, body=body)
 
-    def request(self, request: Request) -> Request:
+    def request(self, request: Request, *, clean: AbstractSet[bytes] = frozenset()) -> Request:
         """`request` as it would be stored: secrets replaced, then the hook applied.
 
         This is what a live request is matched as, so it meets its recorded self.
+
+        Args:
+            clean: JSON bodies known to hold nothing to hide (`clean_bodies`).
         """
-        cleaned = self._request(request)
+        cleaned = self._request(request, clean)
         if self.hook is None:
             return cleaned
         hooked = self.hook(Interaction(cleaned, _NO_RESPONSE))

@@ -202,6 +202,13 @@ def test_replay_answers_with_the_recorded_status_and_headers_in_order(
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
+def test_replay_keeps_latin1_header_values_beyond_ascii(flavour: tuple[str, str]) -> None:
+    headers = (("content-type", "text/event-stream"), ("x-name", "caf\xe9"))
+    seen = play(flavour, cassette_of(recorded(evenly(1, 0.0), headers=headers)))
+    assert seen.headers == [(b"content-type", b"text/event-stream"), (b"x-name", b"caf\xe9")]
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
 def test_replay_of_an_empty_body_ends_at_once(flavour: tuple[str, str]) -> None:
     seen = play(flavour, cassette_of(recorded(())))
     assert seen.chunks == []
@@ -392,6 +399,17 @@ def test_a_client_closing_early_stops_the_replay(flavour: tuple[str, str]) -> No
     # Only the waits for the two chunks read: nothing was waited for after the close.
     assert len(clock.sleeps) == 2
     assert clock.now() == pytest.approx(0.2, abs=1e-9)
+
+
+@ABANDONED_HTTPX_GENERATORS
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_client_closing_early_at_instant_speed_gets_no_recorded_error(
+    flavour: tuple[str, str],
+) -> None:
+    response = recorded(evenly(5, 0.1), end_at=0.5, error="RemoteProtocolError")
+    seen = play(flavour, cassette_of(response), limit=2)
+    assert seen.chunks == [b"data: 0\n\n", b"data: 1\n\n"]
+    assert seen.error is None
 
 
 @ABANDONED_HTTPX_GENERATORS

@@ -623,3 +623,36 @@ def test_a_reasoning_blocks_signature_is_no_credential() -> None:
     assert blocks[0]["signature"] == "EqQBCkYIBxgCKkAx"
     assert blocks[1]["signature"] == "REDACTED"
     assert stored["contents"][0]["parts"][0]["thoughtSignature"] == "CiQBcsjafq"
+
+
+CLEAN_BODY = b'{"model": "m", "input": "hi"}'
+KEYED_BODY = b'{"model": "m", "input": "sk-proj-0123456789abcdefghijklmnop"}'
+NAMED_BODY = b'{"model": "m", "api_key": "hunter2"}'
+
+
+@pytest.mark.parametrize(
+    "bodies",
+    [
+        pytest.param([CLEAN_BODY], id="one-clean"),
+        pytest.param([CLEAN_BODY, KEYED_BODY, NAMED_BODY], id="with-secrets"),
+        pytest.param([CLEAN_BODY, b'{"max_tokens": 5}'], id="a-harmless-name"),
+    ],
+)
+def test_clean_bodies_are_those_redaction_leaves_as_they_are(bodies: list[bytes]) -> None:
+    redactor = Redactor()
+    assert redactor.clean_bodies(bodies) == {b for b in bodies if redactor._json(b) is b}
+    assert CLEAN_BODY in redactor.clean_bodies(bodies)
+
+
+def test_a_body_known_clean_is_kept_and_others_are_still_redacted() -> None:
+    redactor = Redactor()
+    clean = redactor.clean_bodies([CLEAN_BODY, KEYED_BODY])
+    json_headers = [("content-type", "application/json")]
+    sent = replay.Request(method="POST", url="https://h/", headers=json_headers, body=CLEAN_BODY)
+    assert redactor.request(sent, clean=clean) is sent
+    keyed = attrs.evolve(sent, body=KEYED_BODY)
+    assert b"sk-proj" not in redactor.request(keyed, clean=clean).body
+    # Known clean as JSON only: the same bytes sent as a form are looked through as a form.
+    form = [("content-type", "application/x-www-form-urlencoded")]
+    formed = replay.Request(method="POST", url="https://h/", headers=form, body=b"token=abc")
+    assert redactor.request(formed, clean={b"token=abc"}).body == b"token=" + PLACEHOLDER.encode()

@@ -83,6 +83,9 @@ class Player:
         self.mismatches: list[CassetteMismatchError] = []
         self.lock = threading.Lock()
         self._answered: set[int] = set()  # interactions a status fault answered
+        # The recorded JSON bodies redaction leaves as they are, found on the first request:
+        # a live request that repeats one is not looked through again.
+        self._clean_bodies: frozenset[bytes] | None = None
 
     @property
     def faults(self) -> tuple[Fault, ...]:
@@ -106,7 +109,10 @@ class Player:
     def find(self, request: Request) -> Played | None:
         """What answers `request` (as sent, not yet redacted), counted as played; None when
         nothing does (the session then records it)."""
-        wanted = self.redactor.request(request)
+        clean = self._clean_bodies
+        if clean is None:
+            clean = self._clean_bodies = self.redactor.clean_bodies(self._recorded_bodies())
+        wanted = self.redactor.request(request, clean=clean)
         with self.lock:
             index = self.cassette.find(wanted, among_first=self.replayable)
         if index is None:
@@ -114,6 +120,12 @@ class Player:
         if not self.injector.faults:  # the usual case, made short: once per replayed request
             return Played(index, self.cassette.interactions[index].response)
         return self._play(index, wanted)
+
+    def _recorded_bodies(self) -> list[bytes]:
+        interactions = self.cassette.interactions
+        if self.replayable is not None:
+            interactions = interactions[: self.replayable]
+        return [interaction.request.body for interaction in interactions]
 
     def play(self, index: int) -> Played:
         """What interaction `index` plays when asked for by its own recorded request
