@@ -6,7 +6,8 @@
    `EVENTS`-event SSE answer through a module-level `httpx.Client`, run with one cassette per
    test and `--record-mode=none`:
 
-   - floor: the client's transport is an `httpx.MockTransport` building the same answer;
+   - floor: the same `httpx.Client()`, with an `httpx.MockTransport` building the same answer
+     mounted for every URL (so the floor builds the client's default transport too);
    - replay: `@pytest.mark.use_cassette` (default path: `cassettes/<module>/<test>.msgpack`);
    - pytest-recording: `@pytest.mark.vcr` (default path: `cassettes/<module>/<test>.yaml`,
      written by vcrpy's own persister).
@@ -87,7 +88,9 @@ def handler(request):
     return httpx.Response(200, headers={SSE_HEADERS!r}, stream=ListStream(answer(question)))
 
 
-client = httpx.Client(transport=httpx.MockTransport(handler))
+# The contenders' very client, `httpx.Client()` (its default transport built, with its SSL
+# context and httpcore: some 40-80 ms a process), with the mock mounted for every URL.
+client = httpx.Client(mounts={{"all://": httpx.MockTransport(handler)}})
 """
 
 

@@ -26,6 +26,10 @@ def _to_interactions(interactions: Iterable[Interaction]) -> list[Interaction]:
     return list(interactions)
 
 
+def _to_path(path: str | Path | None) -> Path | None:
+    return path if path is None or isinstance(path, Path) else Path(path)
+
+
 @attrs.define(eq=False)
 class Cassette:
     """Recorded interactions, and which of them this session has played.
@@ -41,7 +45,7 @@ class Cassette:
     """
 
     interactions: list[Interaction] = attrs.field(factory=list, converter=_to_interactions)
-    path: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
+    path: Path | None = attrs.field(default=None, converter=_to_path)
     match_on: MatchOn = attrs.field(default=DEFAULT_MATCH_ON, kw_only=True)
     allow_playback_repeats: bool = attrs.field(default=False, kw_only=True)
     play_counts: list[int] = attrs.field(init=False)

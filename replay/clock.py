@@ -13,8 +13,6 @@ import numbers
 import time
 from typing import Protocol
 
-import anyio
-import anyio.lowlevel
 import attrs
 
 from replay.errors import ConfigurationError
@@ -111,6 +109,8 @@ class MonotonicClock:
 
     async def asleep(self, seconds: float) -> None:
         """`anyio.sleep(seconds)`: asyncio and trio alike."""
+        import anyio  # (here: a replay at instant speed, or sync, never needs it)
+
         await anyio.sleep(seconds)
 
 
@@ -135,6 +135,8 @@ class VirtualClock:
     async def asleep(self, seconds: float) -> None:
         """Advance the virtual time by `seconds`, yielding to the event loop once."""
         self.sleep(seconds)
+        import anyio.lowlevel
+
         await anyio.lowlevel.checkpoint()
 
 

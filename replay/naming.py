@@ -7,6 +7,7 @@ or shorten the name, so two different tests never share a file by accident.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from pathlib import Path
@@ -51,7 +52,13 @@ def default_cassette_path(
             (relative to `rootpath`).
     """
     test_name = ".".join(nodeid.split("::")[1:]) or test_file.stem
-    return _base(test_file, directory, rootpath) / test_file.stem / cassette_file_name(test_name)
+    return _folder(test_file, directory, rootpath) / cassette_file_name(test_name)
+
+
+@functools.lru_cache(maxsize=64)
+def _folder(test_file: Path, directory: str | Path | None, rootpath: Path | None) -> Path:
+    # The same for every test of a module: worked out once (a suite asks for each test).
+    return _base(test_file, directory, rootpath) / test_file.stem
 
 
 def resolve_cassette_path(

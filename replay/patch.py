@@ -21,12 +21,11 @@ wrapped to carry the sessions over; both are restored with the transports.
 httpx2 and the other client libraries (`ADAPTERS`) are patched only once imported: one
 imported while the patches are on is patched as its import ends (`replay._on_import`), so
 that a session does not import httpx2, aiohttp and requests (some 120 ms) in a program that
-uses none of them.
+uses none of them. So is `ThreadPoolExecutor` (its module costs a few ms).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import contextvars
 import functools
@@ -298,14 +297,25 @@ def _patch_transports() -> None:
             _patch_adapter(adapter)
         else:  # nothing can have used it yet: patched when imported, if it ever is
             _on_import.pending[library] = adapter
+    if _EXECUTOR in sys.modules:
+        _patch_executor()
+    else:  # no executor can exist yet (importing it costs some ms): patched if it ever does
+        _on_import.pending[_EXECUTOR] = _EXECUTOR
     _on_import.start()
-    carriers: tuple[tuple[type, str, Callable[[Any], Any]], ...] = (
-        (threading.Thread, "start", _start),
-        (concurrent.futures.ThreadPoolExecutor, "submit", _submit),
-    )
-    for cls, method, carry in carriers:
-        _originals.append((cls, method, cls.__dict__[method]))
-        setattr(cls, method, carry(cls.__dict__[method]))
+    _carry(threading.Thread, "start", _start)
+
+
+#: The module of `ThreadPoolExecutor`, whose `submit` carries the sessions over too.
+_EXECUTOR = "concurrent.futures.thread"
+
+
+def _carry(cls: type, method: str, carry: Callable[[Any], Any]) -> None:
+    _originals.append((cls, method, cls.__dict__[method]))
+    setattr(cls, method, carry(cls.__dict__[method]))
+
+
+def _patch_executor() -> None:
+    _carry(importlib.import_module(_EXECUTOR).ThreadPoolExecutor, "submit", _submit)
 
 
 def _patch_module(name: str) -> None:
@@ -325,10 +335,12 @@ def _patch_adapter(adapter: str) -> None:
 
 
 def _patch_imported(what: str) -> None:
-    """Patch what has just been imported: an httpx module's transports, or an adapter's
-    library."""
+    """Patch what has just been imported: an httpx module's transports, the thread pool
+    executor, or an adapter's library."""
     if what in _MODULES:
         _patch_module(what)
+    elif what == _EXECUTOR:
+        _patch_executor()
     else:
         _patch_adapter(what)
 

@@ -16,7 +16,7 @@ import collections
 import math
 from collections.abc import AsyncIterator, Iterable, Iterator
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -34,9 +34,11 @@ from replay.engine import (
     step_async,
     step_sync,
 )
-from replay.faults import FaultLike, Injector
 from replay.model import Request, Response, StreamEnd
 from replay.redact import Redactor
+
+if TYPE_CHECKING:
+    from replay.faults import FaultLike, Injector
 
 __all__ = ["AsyncReplayTransport", "ReplayTransport", "play_async", "play_sync"]
 

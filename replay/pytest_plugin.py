@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
@@ -152,9 +152,9 @@ def _check_settings(config: pytest.Config) -> None:
 
 
 def _check_speed(origin: str, speed: str) -> None:
+    from replay._session_args import VIRTUAL
     from replay.clock import parse_speed
     from replay.errors import ConfigurationError
-    from replay.session import VIRTUAL
 
     if speed.strip().lower() == VIRTUAL:
         return
@@ -197,25 +197,54 @@ def _ini_mode(config: pytest.Config) -> str:
     return "all" if mode == "rewrite" else mode
 
 
+class _Settings(NamedTuple):
+    """What every test's cassette takes from the run's options and ini file, read once."""
+
+    directory: str | None
+    record_mode: str | None  # --record-mode
+    ini_record_mode: str
+    ignore_hosts: list[str]
+    ignore_localhost: bool
+
+
+_SETTINGS = pytest.StashKey[_Settings]()
+
+
+def _settings(config: pytest.Config) -> _Settings:
+    settings = config.stash.get(_SETTINGS, None)
+    if settings is None:
+        settings = config.stash[_SETTINGS] = _Settings(
+            directory=config.getoption("cassette_dir")
+            or config.getini("replay_cassette_dir")
+            or None,
+            record_mode=config.getoption("record_mode"),
+            ini_record_mode=config.getini("replay_record_mode"),
+            ignore_hosts=config.getini("replay_ignore_hosts"),
+            ignore_localhost=config.getini("replay_ignore_localhost"),
+        )
+    return settings
+
+
 def _session_for(request: pytest.FixtureRequest, marker: pytest.Mark | None) -> CassetteSession:
     from replay.errors import ConfigurationError
     from replay.naming import default_cassette_path, resolve_cassette_path
     from replay.session import use_cassette
 
     config = request.config
+    settings = _settings(config)
     options = dict(marker.kwargs) if marker else {}
     args = marker.args if marker else ()
     if len(args) > 1:
         raise ConfigurationError("use_cassette takes at most one positional argument, the path")
-    directory = config.getoption("cassette_dir") or config.getini("replay_cassette_dir") or None
-    test_path = Path(str(request.node.path))
+    directory = settings.directory
+    test_path: Path = request.node.path
     named = options.pop("path", None) or (args[0] if args else None)
     if named is not None:
         path = resolve_cassette_path(named, test_path, directory)
     else:
         path = default_cassette_path(test_path, request.node.nodeid, directory, config.rootpath)
     chosen = options.pop("record_mode", None)
-    mode = config.getoption("record_mode") or chosen or config.getini("replay_record_mode")
+    mode = settings.record_mode or chosen or settings.ini_record_mode
     if mode == "rewrite":
         # Delete what earlier runs wrote, not what this run (or another xdist worker of it,
         # started at the same time) has just recorded into a cassette that tests share.
@@ -224,8 +253,8 @@ def _session_for(request: pytest.FixtureRequest, marker: pytest.Mark | None) -> 
             path.unlink()
     if chosen is not None:  # the run's mode, imposed on every session, may still override it
         options["record_mode"] = "all" if chosen == "rewrite" else chosen
-    options.setdefault("ignore_hosts", config.getini("replay_ignore_hosts"))
-    options.setdefault("ignore_localhost", config.getini("replay_ignore_localhost"))
+    options.setdefault("ignore_hosts", settings.ignore_hosts)
+    options.setdefault("ignore_localhost", settings.ignore_localhost)
     return use_cassette(path, **options)
 
 
@@ -248,16 +277,25 @@ def _replay_marker(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
         return
     __tracebackhide__ = True
-    with _session_for(request, marker) as active:
-        request.node._replay_cassette = active
-        yield
+    node = request.node
+    try:
+        with _session_for(request, marker) as active:
+            node._replay_cassette = active
+            yield
+    finally:
+        # (What the test loaded is garbage once it ends: not kept alive by its item.)
+        with contextlib.suppress(AttributeError):
+            del node._replay_cassette
 
 
 def _display(path: Path, rootpath: Path) -> str:
+    shown, root = str(path), str(rootpath)
+    if shown.startswith(root) and shown[len(root) : len(root) + 1] == os.sep:
+        return shown[len(root) + 1 :]  # (what `relative_to` gives, without its cost)
     try:
         return str(path.relative_to(rootpath))
     except ValueError:
-        return str(path)
+        return shown
 
 
 class _Run:
@@ -325,6 +363,8 @@ class _Run:
             return (yield)
         finally:
             self.item = None
+            if _SESSIONS in item.stash:  # reported: let what they loaded go
+                del item.stash[_SESSIONS]
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item) -> Any:

@@ -19,24 +19,29 @@ from __future__ import annotations
 
 import functools
 import inspect
-import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import urlsplit
 
-import anyio
-
 from replay import patch
-from replay._atomic import check_writable
+from replay._session_args import (
+    VIRTUAL,
+    clocks_for,
+    faults_of,
+    finish_async,
+    finish_wait,
+    host_names_of,
+    ignored_hosts,
+    on_virtual_time,
+)
 from replay._suite import current
 from replay.adapters import httpx as _httpx
 from replay.cassette import Cassette
-from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed, seconds
-from replay.engine import Played, Player, Recording, Tape
+from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, seconds
+from replay.engine.player import Played, Player
 from replay.errors import CassetteMismatchError, ConfigurationError
-from replay.faults import Fault, FaultLike, Injector, coerce
 from replay.matching import DEFAULT_MATCH_ON, MatchIndex, MatchOn
 from replay.model import Interaction, Request
 from replay.modes import (
@@ -48,10 +53,12 @@ from replay.modes import (
     why_not_recorded,
 )
 from replay.modes import check as check_mode
-from replay.network import LOOPBACK, host_names, is_allowed
 from replay.redact import Redactor
 from replay.store import load_interactions, merge
-from replay.vtime import RealClock, VirtualTime
+
+if TYPE_CHECKING:
+    from replay.engine.recorder import Recording, Tape
+    from replay.faults import Fault, FaultLike, Injector
 
 __all__ = [
     "RECORD_MODES",
@@ -62,9 +69,6 @@ __all__ = [
     "use_cassette",
 ]
 
-#: The speed that replays as recorded on virtual time.
-VIRTUAL = "virtual"
-
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The redactor of every session that adds nothing to the defaults: what it remembers serves all.
@@ -72,7 +76,6 @@ _PLAIN = Redactor()
 
 #: Seconds a session's exit waits, by default, for recordings still streaming.
 DEFAULT_FINISH_TIMEOUT = 5.0
-_FINISH_POLL = 0.005
 
 
 class CassetteSession:
@@ -100,7 +103,7 @@ class CassetteSession:
             check_mode(record_mode)
         if match_on != DEFAULT_MATCH_ON:  # (the default is known good)
             MatchIndex([], match_on=match_on)  # validates matchers now, not at first request
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self._requested_mode = record_mode
         #: The record mode in force: the one asked for, unless a test run imposes another
         #: (`replay._suite`); "once" when none was asked for.
@@ -112,14 +115,14 @@ class CassetteSession:
         self.allow_playback_repeats = allow_playback_repeats
         self.redactor = redactor or Redactor()
         #: The faults applied to what this session replays (the pytest plugin reports them).
-        self.faults: tuple[Fault, ...] = coerce(faults)
+        self.faults: tuple[Fault, ...] = faults_of(faults)
         #: Seconds the exit waits for recordings still streaming before it ends them.
         self.finish_timeout = seconds(finish_timeout, "finish_timeout")
         #: Hosts whose requests go live, untouched and unrecorded (vcrpy's `ignore_hosts`).
-        self.ignore_hosts = host_names(ignore_hosts)
+        self.ignore_hosts = host_names_of(ignore_hosts)
         #: Whether loopback hosts are ignored too (vcrpy's `ignore_localhost`).
         self.ignore_localhost = bool(ignore_localhost)
-        self._ignored = self.ignore_hosts | (LOOPBACK if ignore_localhost else frozenset())
+        self._ignored = ignored_hosts(self.ignore_hosts, self.ignore_localhost)
         self.cassette: Cassette | None = None
         self._player: Player | None = None
         self._tape: Tape | None = None
@@ -134,22 +137,24 @@ class CassetteSession:
 
     def _use_speed(self, speed: SpeedLike) -> None:
         """Set the speed, and the clocks it needs."""
+        clocks = clocks_for(speed, self._given_clock)
         #: True when replay runs on virtual time (speed "virtual").
-        self.virtual_time = isinstance(speed, str) and speed.strip().lower() == VIRTUAL
-        if self.virtual_time and self._given_clock is not None:
-            raise ConfigurationError("speed 'virtual' brings its own clock: do not pass clock=")
-        self.speed = 1.0 if self.virtual_time else parse_speed(speed)
-        self.clock: Clock = (
-            VirtualTime() if self.virtual_time else (self._given_clock or MonotonicClock())
-        )
+        self.virtual_time = clocks.virtual
+        self.speed = clocks.speed
+        self.clock = clocks.clock
         #: What recordings stamp chunks with: real time, even in a virtual-time session.
-        self.record_clock: Clock | None = RealClock() if self.virtual_time else None
+        self.record_clock = clocks.record_clock
+        self._speed_used = speed
 
     @property
     def injector(self) -> Injector:
         """The faults with the attempts each interaction had in the current (or last) use."""
         player = self._player or self._last_player
-        return player.injector if player is not None else Injector(self.faults)
+        if player is not None:
+            return player.injector
+        from replay.faults import Injector
+
+        return Injector(self.faults)
 
     @property
     def last_used(self) -> tuple[Cassette, int] | None:
@@ -189,7 +194,7 @@ class CassetteSession:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self._leave(self._finish_wait())
+        self._leave(finish_wait(self.finish_timeout))
 
     async def __aenter__(self) -> Cassette:
         return self.__enter__()
@@ -201,11 +206,7 @@ class CassetteSession:
         traceback: TracebackType | None,
     ) -> None:
         patch.uninstall(self)
-        tape = self._tape
-        # Wait without blocking the event loop: an async recording may be read on it.
-        deadline = time.monotonic() + self.finish_timeout
-        while tape is not None and tape.open and time.monotonic() < deadline:
-            await anyio.sleep(_FINISH_POLL)
+        await finish_async(self._tape, self.finish_timeout)
         self._leave(0.0)
 
     def _leave(self, wait: float) -> None:
@@ -215,30 +216,28 @@ class CassetteSession:
             self._tape.finish(wait)
         self._close()
 
-    def _finish_wait(self) -> float:
-        """How long a sync exit may block for recordings still streaming: not at all on a
-        thread running an event loop (an async recording there could not progress)."""
-        try:
-            import asyncio
-
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return self.finish_timeout
-        return 0.0
-
     def _open(self) -> Cassette:
         if self.cassette is not None:
             raise ConfigurationError(f"cassette {str(self.path)!r} is already in use")
         self.saved = False
         run = current()
-        if self._requested_speed is None and run.default_speed is not None:
-            self._use_speed(run.default_speed)  # a speed chosen here wins over the run's
+        default_speed = run.default_speed
+        # A speed chosen here wins over the run's (set already, unless on virtual time: each
+        # use gets a fresh one).
+        if (
+            self._requested_speed is None
+            and default_speed is not None
+            and (default_speed != self._speed_used or self.virtual_time)
+        ):
+            self._use_speed(default_speed)
         existed = self._existed = self.path.exists()
         interactions = load_interactions(self.path) if existed else []
         self._loaded = len(interactions)
         self.record_mode = mode = in_force(self._requested_mode)
         self._may_replay, self._may_record = may_replay_and_record(mode, existed)
         if self._may_record and existed:
+            from replay._atomic import check_writable
+
             check_writable(self.path)  # now, not at exit: what it records would be lost then
         cassette = Cassette(
             interactions,
@@ -255,14 +254,17 @@ class CassetteSession:
             replayable=self._loaded,
             advice=run.advice,
         )
-        self._tape = Tape(cassette, self.redactor)
+        if self._may_record:  # (only then: the recorder is not even imported for a replay)
+            from replay.engine.recorder import Tape
+
+            self._tape = Tape(cassette, self.redactor)
         self.cassette = cassette
-        if isinstance(self.clock, VirtualTime):
+        if on_virtual_time(self.clock):
             self.clock.__enter__()
         return cassette
 
     def _close(self) -> None:
-        if isinstance(self.clock, VirtualTime):
+        if on_virtual_time(self.clock):
             self.clock.__exit__(None, None, None)
         cassette, player = self.cassette, self._player
         self._last_tape = self._tape
@@ -327,7 +329,11 @@ class CassetteSession:
     def ignores(self, url: str) -> bool:
         """Whether a request to `url` goes live, untouched and unrecorded (`ignore_hosts`,
         `ignore_localhost`)."""
-        return bool(self._ignored) and is_allowed(urlsplit(url).hostname, self._ignored)
+        if not self._ignored:
+            return False
+        from replay.network import is_allowed
+
+        return is_allowed(urlsplit(url).hostname, self._ignored)
 
     def answer(self, request: Request) -> Played | None:
         """What replays `request` (as sent), or None: record it (the record mode allows it).

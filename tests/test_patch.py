@@ -286,6 +286,10 @@ import sys
 import replay
 
 with replay.use_cassette(sys.argv[1], record_mode="none"):
+    assert "concurrent.futures.thread" not in sys.modules, "the executor imported eagerly"
+    from concurrent.futures import ThreadPoolExecutor
+
+    assert ThreadPoolExecutor.submit.__module__ == "replay.patch", "the executor not patched"
     assert "aiohttp" not in sys.modules and "requests" not in sys.modules, "imported eagerly"
     assert "httpx2" not in sys.modules, "httpx2 imported eagerly"
     import aiohttp
@@ -300,14 +304,16 @@ with replay.use_cassette(sys.argv[1], record_mode="none"):
 assert not hasattr(aiohttp.ClientSession._request, "__wrapped__"), "aiohttp left patched"
 assert not hasattr(httpx2.HTTPTransport.handle_request, "_replay_patch"), "httpx2 left patched"
 assert HTTPAdapter.send.__module__ == "requests.adapters", "requests left patched"
+assert ThreadPoolExecutor.submit.__module__ == "concurrent.futures.thread", "left patched"
 assert not any("PatchOnImport" in type(f).__name__ for f in sys.meta_path), sys.meta_path
 print("ok")
 """
 
 
 def test_a_library_imported_inside_a_session_is_patched_and_restored(tmp_path: Path) -> None:
-    """httpx2, aiohttp and requests are not imported by a session (some 120 ms), yet a
-    client library first imported while one is active is patched, and restored after it."""
+    """httpx2, aiohttp and requests are not imported by a session (some 120 ms), nor is the
+    thread pool executor, yet one first imported while a session is active is patched (the
+    executor's `submit` carries the sessions over), and restored after it."""
     result = subprocess.run(
         [sys.executable, "-c", LATE_IMPORT, str(tmp_path / "none.msgpack")],
         capture_output=True,

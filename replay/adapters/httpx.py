@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from replay.model import Request
 from replay.playback import play_async, play_sync
-from replay.record import record_async, record_sync
 
 if TYPE_CHECKING:
     from replay.patch import AsyncSend, Send
@@ -30,6 +29,8 @@ def handle(session: CassetteSession, request: Any, send: Send) -> Any:
     played = session.answer(Request.from_httpx(request))
     if played is not None:
         return play_sync(request, played, schedule, session.clock)
+    from replay.record import record_sync  # (with asyncio: a replay never needs it)
+
     return record_sync(request, send, session.tape(), clock=session.record_clock)
 
 
@@ -42,4 +43,6 @@ async def ahandle(session: CassetteSession, request: Any, send: AsyncSend) -> An
     played = session.answer(Request.from_httpx(request))
     if played is not None:
         return await play_async(request, played, schedule, session.clock)
+    from replay.record import record_async
+
     return await record_async(request, send, session.tape(), clock=session.record_clock)

@@ -8,19 +8,25 @@ The shells (the httpx/httpx2 transports, the session, `replay serve`, `replay pl
 `replay proxy`) do the I/O and the waiting, each its own way.
 """
 
-from replay.engine.player import Played, Player
-from replay.engine.recorder import Recording, Tape
-from replay.engine.stepper import (
-    Data,
-    End,
-    Head,
-    Step,
-    Stepper,
-    Wait,
-    read_timeouts,
-    step_async,
-    step_sync,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from replay.engine.player import Played, Player
+    from replay.engine.recorder import Recording, Tape
+    from replay.engine.stepper import (
+        Data,
+        End,
+        Head,
+        Step,
+        Stepper,
+        Wait,
+        read_timeouts,
+        step_async,
+        step_sync,
+    )
 
 __all__ = [
     "Data",
@@ -37,3 +43,39 @@ __all__ = [
     "step_async",
     "step_sync",
 ]
+
+
+# Each name is imported on first use: a session that only replays never loads the recorder.
+_LAZY = {
+    "Played": "player",
+    "Player": "player",
+    "Recording": "recorder",
+    "Tape": "recorder",
+    **dict.fromkeys(
+        (
+            "Data",
+            "End",
+            "Head",
+            "Step",
+            "Stepper",
+            "Wait",
+            "read_timeouts",
+            "step_async",
+            "step_sync",
+        ),
+        "stepper",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'replay.engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"replay.engine.{module}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

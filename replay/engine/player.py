@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from replay.cassette import Cassette
 from replay.errors import Advice, CassetteMismatchError, raise_bare
-from replay.faults import Fault, FaultLike, Injector
 from replay.model import Request, Response
 from replay.redact import Redactor
+
+if TYPE_CHECKING:
+    from replay.faults import Fault, FaultLike, Injector
 
 __all__ = ["Played", "Player"]
 
@@ -76,7 +79,12 @@ class Player:
         self.cassette = cassette
         self.advice = advice or Advice()
         self.redactor = redactor or Redactor()
-        self.injector = Injector(faults)
+        self._injector: Injector | None = None
+        if not (isinstance(faults, (tuple, list)) and not faults):
+            # (Without faults, as most players are, `replay.faults` is never imported.)
+            from replay.faults import Injector
+
+            self._injector = Injector(faults)
         self.record_mode = record_mode
         self.replayable = replayable
         #: The mismatches raised, even those a client swallowed (an SDK may retry).
@@ -86,6 +94,15 @@ class Player:
         # The recorded JSON bodies redaction leaves as they are, found on the first request:
         # a live request that repeats one is not looked through again.
         self._clean_bodies: frozenset[bytes] | None = None
+
+    @property
+    def injector(self) -> Injector:
+        """The faults, and the attempts each interaction had."""
+        if self._injector is None:
+            from replay.faults import Injector
+
+            self._injector = Injector(())
+        return self._injector
 
     @property
     def faults(self) -> tuple[Fault, ...]:
@@ -117,7 +134,8 @@ class Player:
             index = self.cassette.find(wanted, among_first=self.replayable)
         if index is None:
             return None
-        if not self.injector.faults:  # the usual case, made short: once per replayed request
+        injector = self._injector
+        if injector is None or not injector.faults:  # the usual case, made short
             return Played(index, self.cassette.interactions[index].response)
         return self._play(index, wanted)
 
@@ -162,9 +180,10 @@ class Player:
 
     def _play(self, index: int, wanted: Request, *, counted: bool = True) -> Played:
         recorded = self.cassette.interactions[index].response
-        if not self.injector.faults:
+        injector = self._injector
+        if injector is None or not injector.faults:
             return Played(index, recorded)
-        outcome = self.injector.outcome(index, wanted, recorded)
+        outcome = injector.outcome(index, wanted, recorded)
         if outcome.answered_by is not None and counted:
             with self.lock:
                 self.cassette.release(index)

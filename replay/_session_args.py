@@ -1,0 +1,121 @@
+"""What a cassette session's arguments become: its faults, ignored hosts, speed and clocks.
+
+Each import here happens only for the sessions that need it: faults (`replay.faults`),
+ignored hosts (`replay.network`), virtual time (`replay.vtime`) and the async exit's wait
+(anyio). A test that replays without them, as most do, never loads them: every pytest run
+pays for what its first cassette imports.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, NamedTuple, TypeGuard
+
+from replay.clock import Clock, MonotonicClock, SpeedLike, parse_speed
+from replay.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from replay.engine.recorder import Tape
+    from replay.faults import Fault, FaultLike
+    from replay.vtime import VirtualTime
+
+__all__ = [
+    "VIRTUAL",
+    "Clocks",
+    "clocks_for",
+    "faults_of",
+    "finish_async",
+    "finish_wait",
+    "host_names_of",
+    "ignored_hosts",
+    "on_virtual_time",
+]
+
+#: The speed that replays as recorded on virtual time.
+VIRTUAL = "virtual"
+
+_FINISH_POLL = 0.005
+
+
+def faults_of(faults: Iterable[FaultLike]) -> tuple[Fault, ...]:
+    """`replay.faults.coerce(faults)`, without importing the faults when there are none."""
+    if isinstance(faults, (tuple, list)) and not faults:
+        return ()
+    from replay.faults import coerce
+
+    return coerce(faults)
+
+
+def host_names_of(hosts: Iterable[str]) -> frozenset[str]:
+    """`replay.network.host_names(hosts)`, without importing the network module for none."""
+    if isinstance(hosts, (tuple, list, set, frozenset)) and not hosts:
+        return frozenset()
+    from replay.network import host_names
+
+    return host_names(hosts)
+
+
+def ignored_hosts(hosts: frozenset[str], localhost: bool) -> frozenset[str]:
+    """`hosts`, and the loopback hosts if `localhost`."""
+    if not localhost:
+        return hosts
+    from replay.network import LOOPBACK
+
+    return hosts | LOOPBACK
+
+
+class Clocks(NamedTuple):
+    """The speed of a session and its clocks."""
+
+    virtual: bool  # speed "virtual": replay as recorded on virtual time
+    speed: float
+    clock: Clock  # what replay waits on
+    record_clock: Clock | None  # what recordings stamp chunks with (None: the default)
+
+
+def clocks_for(speed: SpeedLike, given: Clock | None) -> Clocks:
+    """The clocks of a session at `speed`, given the clock it was handed, if any.
+
+    Raises:
+        ConfigurationError: a bad speed, or virtual time with a clock of one's own.
+    """
+    if isinstance(speed, str) and speed.strip().lower() == VIRTUAL:
+        if given is not None:
+            raise ConfigurationError("speed 'virtual' brings its own clock: do not pass clock=")
+        from replay.vtime import RealClock, VirtualTime
+
+        # Recordings stamp real time, even in a virtual-time session.
+        return Clocks(True, 1.0, VirtualTime(), RealClock())
+    return Clocks(False, parse_speed(speed), given or MonotonicClock(), None)
+
+
+def on_virtual_time(clock: Clock) -> TypeGuard[VirtualTime]:
+    """Whether `clock` is a `VirtualTime` (which a session enters and leaves with itself);
+    it cannot be one if `replay.vtime` was never imported."""
+    vtime = sys.modules.get("replay.vtime")
+    return vtime is not None and isinstance(clock, vtime.VirtualTime)
+
+
+def finish_wait(timeout: float) -> float:
+    """How long a sync exit may block for recordings still streaming: `timeout`, but not at
+    all on a thread running an event loop (an async recording there could not progress)."""
+    asyncio = sys.modules.get("asyncio")  # (not imported: no loop runs; none imported here)
+    if asyncio is None:
+        return timeout
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return timeout
+    return 0.0
+
+
+async def finish_async(tape: Tape | None, timeout: float) -> None:
+    """Wait (at most `timeout` s) for `tape`'s recordings without blocking the event loop:
+    an async recording may be read on it."""
+    deadline = time.monotonic() + timeout
+    while tape is not None and tape.open and time.monotonic() < deadline:
+        import anyio
+
+        await anyio.sleep(_FINISH_POLL)
