@@ -21,6 +21,7 @@ from __future__ import annotations
 import gc
 import json
 import queue
+import resource
 import statistics
 import threading
 import time
@@ -85,12 +86,14 @@ class Reading:
     cpu: float
     client_cpu: float  # the client's thread alone (`time.thread_time`)
     size: int
+    faults: int  # minor page faults of the process (fresh memory touched)
 
 
 def read(opened: Client, path: str) -> Reading:
     gc.collect()
     size, first = 0, 0.0
     kept: list[bytes] = []
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     start, cpu, own = time.perf_counter(), time.process_time(), time.thread_time()
     with opened.client.stream("GET", path) as response:
         for chunk in response.iter_raw():
@@ -101,10 +104,11 @@ def read(opened: Client, path: str) -> Reading:
                 kept.append(chunk)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     own = time.thread_time() - own
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
     opened.client.close()  # the recording is complete once the body ended; this frees it
     if opened.cassette is not None and len(opened.cassette.interactions) != 2:
         raise AssertionError("the recording transport did not record the stream")
-    return Reading(first, wall, cpu, own, size)
+    return Reading(first, wall, cpu, own, size, faults)
 
 
 def interleaved(
@@ -236,6 +240,11 @@ def breakdown(result: Result) -> list[str]:
             f"| {name} | {ms(live)} | {ms(kept)} | {ms(rec)} "
             f"| {(kept - live) / chunks * 1e6:+.1f} µs | {(rec - kept) / chunks * 1e6:+.1f} µs |"
         )
+    live, kept, rec = pair(result.throughput, lambda r: r.faults)
+    lines.append(
+        f"| page faults (fresh memory touched) | {live:,.0f} | {kept:,.0f} | {rec:,.0f} "
+        f"| {(kept - live) / chunks:+.1f} | {(rec - kept) / chunks:+.1f} |"
+    )
     return lines
 
 

@@ -5,20 +5,27 @@ an async client's whose transport has a sync twin (`replay._netthread`). The thr
 upstream body: it notes each chunk on the `Recording` the moment it arrives and queues it
 for the client, reads to the end, to an error, or until the client lets go, then closes
 the upstream (the connection goes back to the pool) and queues how the body ended. So the
-stamps are the network's, however the client paces its reads.
+stamps are the network's, however the client paces its reads. The threads are reused from
+one body to the next (`_Workers`: see there what a thread started afresh cost).
 
 The client takes the queue from its own side: blocking (`get`, a sync client) or on its
 event loop (`aget`, woken by `loop.call_soon_threadsafe` or the trio token's `run_sync_soon`,
-which never block the thread). A client that closes early makes the thread let go at once:
-an HTTP/1 read blocked on the socket is woken by shutting the socket down (closing it from
-another thread would not wake it, on Linux). A `before_record` hook that raises when the
-recording is stored reaches the client, even one that closes without reading to the end.
+which never block the thread). The thread wakes it only when it waits: a client that reads
+more slowly than the body comes takes what queued up meanwhile without a wake-up per chunk.
+A client that closes early makes the thread let go at once: an HTTP/1 read blocked on the
+socket is woken by shutting the socket down (closing it from another thread would not wake
+it, on Linux). A `before_record` hook that raises when the recording is stored reaches the
+client, even one that closes without reading to the end.
 """
 
 from __future__ import annotations
 
+import atexit
 import collections
 import contextlib
+import contextvars
+import os
+import queue
 import threading
 from collections.abc import Callable
 from typing import Any, Final
@@ -38,6 +45,99 @@ END: Final = object()
 
 #: How long closing early waits for the thread to let go of the connection.
 _CLOSE_WAIT: Final = 0.5
+
+#: How long a reader thread waits, idle, for the next body before it ends.
+_IDLE_WAIT: Final = 10.0
+
+#: The names of a reader thread reading a body, and of one waiting for the next.
+_BUSY_NAME: Final = "replay-recorder"
+_IDLE_NAME: Final = "replay-recorder-idle"
+
+_Job = tuple[Callable[[], object], Callable[[object], None], threading.Event]
+
+
+class _Workers:
+    """The reader threads, each reused body after body (it ends once idle `_IDLE_WAIT`).
+
+    A thread started for each body cost its first chunk some 0.1 ms, and its memory: each
+    thread allocates from a glibc arena, and a reader started afresh faulted in new pages for
+    every chunk it kept (about 12,700 faults, some 5 µs a 16 KiB chunk, in bench 10), where
+    one that lives on mostly reuses the pages the last recording freed.
+
+    Each body is read in an empty `contextvars` context, as in a thread of its own; the
+    threads are started from an empty one too, so that they carry no session (`replay.patch`
+    notes the sessions of the context that starts a thread) from one body to the next.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[tuple[queue.SimpleQueue[_Job | None], threading.Thread]] = []
+
+    def run(
+        self, job: Callable[[], object], last: Callable[[object], None], done: threading.Event
+    ) -> None:
+        """Run `job` in an idle reader thread, or a new one; once it returned, hand what it
+        returned to `last`, then set `done`. The thread is idle before `last`: a client that
+        reads the end of a body and sends the next request finds it ready."""
+        with self._lock:
+            jobs, _ = self._idle.pop() if self._idle else (None, None)
+        if jobs is None:
+            jobs = queue.SimpleQueue()
+            thread = threading.Thread(
+                target=self._serve, args=(jobs,), name=_BUSY_NAME, daemon=True
+            )
+            contextvars.Context().run(thread.start)
+        jobs.put((job, last, done))
+
+    def _serve(self, jobs: queue.SimpleQueue[_Job | None]) -> None:
+        thread = threading.current_thread()
+        while True:
+            try:
+                given = jobs.get(timeout=_IDLE_WAIT)
+            except queue.Empty:
+                with self._lock:
+                    if (jobs, thread) in self._idle:  # nobody is handing it a job: it ends
+                        self._idle.remove((jobs, thread))
+                        return
+                continue  # taken from the idle ones just now: its job is on the way
+            if given is None:  # the process is exiting
+                return
+            job, last, done = given
+            thread.name = _BUSY_NAME
+            try:
+                item = contextvars.Context().run(job)
+            except BaseException:  # ends the thread (with a traceback), as it did before
+                thread.name = _IDLE_NAME
+                done.set()
+                raise
+            thread.name = _IDLE_NAME  # before `done`: a closed body's reader is seen idle
+            with self._lock:
+                self._idle.append((jobs, thread))
+            last(item)
+            done.set()
+            del given, job, last, done, item  # an idle thread holds on to no recording
+
+    def end_idle(self) -> None:
+        """At exit: end the idle threads, so that the process ends as without them, its main
+        thread last (a parent sees it gone only once it is: `replay record` holds a signal
+        that comes after the program ended, and passes on one that comes before)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for jobs, _ in idle:
+            jobs.put(None)
+        for _, thread in idle:
+            thread.join(_CLOSE_WAIT)
+
+    def forget(self) -> None:
+        """In a forked child: the idle threads are the parent's."""
+        self._lock = threading.Lock()
+        self._idle = []
+
+
+_WORKERS: Final = _Workers()
+atexit.register(_WORKERS.end_idle)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_WORKERS.forget)
 
 
 class Failed:
@@ -77,33 +177,33 @@ class ThreadReader:
         self._items: collections.deque[object] = collections.deque()
         self._waiter: anyio.Event | None = None  # an async client waiting (loop side)
         self._wake_pending = False
+        self._waiting = False  # a client waits (in `get` or `aget`): the thread must wake it
         self._abandoned = False  # the client let go
         self.upstream = upstream
         self._reading = upstream is not None  # the thread may be blocked reading it
         self.over = False  # the client took the last item
-        self._thread = threading.Thread(target=self._run, name="replay-recorder", daemon=True)
-        self._thread.start()
+        self._done = threading.Event()  # the thread let go of the body (and is idle again)
+        _WORKERS.run(self._run, self._put, self._done)
 
     # -- the thread --------------------------------------------------------------------------
 
-    def _run(self) -> None:
+    def _run(self) -> object:
+        """Send (with `send`), then read the body; the last item for the client."""
         upstream = self.upstream
         if self._send is not None:
             try:
                 upstream = self._send()
             except BaseException as failure:  # no headers: the client gets the error
-                self._put(Failed(failure))
-                return
+                return Failed(failure)
             with self._lock:
                 self.upstream, abandoned = upstream, self._abandoned
                 self._reading = not abandoned
             if abandoned:  # the client was cancelled while waiting for the headers
                 _quietly(upstream.close)
-                self._put(END)
-                return
+                return END
             self._recording.got_headers(upstream.status_code, headers_of(upstream))
             self._put(upstream)
-        self._put(self._read(upstream))
+        return self._read(upstream)
 
     def _read(self, upstream: Any) -> object:
         """Read the body to its end, noting each chunk as it arrives; the last item."""
@@ -128,9 +228,14 @@ class ThreadReader:
         return END if error is None else Failed(error)
 
     def _put(self, item: object) -> None:
+        # The append needs no lock (a deque's is atomic); only a client that said it waits
+        # (`_waiting`, set before it looks at the queue a last time; the GIL keeps the two
+        # in order) is woken, so a client busy elsewhere costs no notify for each chunk.
+        self._items.append(item)
+        if not self._waiting:
+            return
         with self._lock:
-            self._items.append(item)
-            self._lock.notify_all()
+            self._lock.notify()
             if self._waiter is None or self._wake_pending or self._wake_loop is None:
                 return
             self._wake_pending = True
@@ -143,14 +248,21 @@ class ThreadReader:
 
     def _take(self) -> object:
         item = self._items.popleft()
-        self.over = item is END or isinstance(item, Failed)
+        if type(item) is not bytes:
+            self.over = item is END or isinstance(item, Failed)
         return item
 
     def get(self) -> object:
         """The next item, waiting for it (a sync client)."""
+        if self._items:  # the thread only appends: what is there stays there
+            return self._take()
         with self._lock:
-            while not self._items:
-                self._lock.wait()
+            self._waiting = True
+            try:
+                while not self._items:
+                    self._lock.wait()
+            finally:
+                self._waiting = False
             return self._take()
 
     def _wake(self) -> None:
@@ -164,10 +276,15 @@ class ThreadReader:
         """The next item, waiting for it on the client's event loop."""
         while True:
             with self._lock:
+                self._waiting = True  # before the last look: `_put` appends, then checks it
                 if self._items:
+                    self._waiting = False
                     return self._take()
                 waiter = self._waiter = anyio.Event()
-            await waiter.wait()
+            try:
+                await waiter.wait()
+            finally:
+                self._waiting = False
 
     def abandon(self) -> bool:
         """Make the thread let go (from any thread); False if a read it is blocked in cannot
@@ -183,8 +300,8 @@ class ThreadReader:
         thread go, and wait (briefly) until it released the connection."""
         stopped = self._stop()
         if self.abandon():
-            self._thread.join(_CLOSE_WAIT)
-        if self._thread.is_alive() and self.upstream is not None:
+            self._done.wait(_CLOSE_WAIT)
+        if not self._done.is_set() and self.upstream is not None:
             _quietly(self.upstream.close)  # a read nothing can wake: end it from here
         with self._lock:
             remaining = list(self._items)

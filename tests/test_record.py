@@ -9,10 +9,14 @@ the same scripted streams; timing tests keep tolerances a loaded 2-core machine 
 
 from __future__ import annotations
 
+import gc
 import math
+import os
+import signal
 import socket
 import threading
 import time
+import weakref
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -384,6 +388,55 @@ def test_early_close_lets_go_of_the_upstream_connection_at_once(
     seen, _ = fetch_one((library, "sync"), origin.url + "/endless", limit=1, timeout=30.0)
     assert seen.chunks == [b"data: 1\n\n"]
     assert _recorder_threads() == others
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_one_reader_thread_reads_body_after_body_and_holds_none_of_them(
+    origin: Origin, flavour: tuple[str, str]
+) -> None:
+    # A thread started for each body cost the first chunk its start, and faulted in fresh
+    # memory for every chunk kept: the readers are reused, and keep nothing once idle.
+    origin.route("/stream", Script(chunks=spaced((b"data: 1\n\n", b"data: 2\n\n"))))
+    readers: list[threading.Thread] = []
+
+    def note_reader(interaction: Interaction) -> Interaction:  # runs where the body ended
+        readers.append(threading.current_thread())
+        return interaction
+
+    seen, cassette = fetch(
+        flavour, origin.url + "/stream", times=3, redactor=replay.Redactor(hook=note_reader)
+    )
+    assert [s.chunks for s in seen] == [[b"data: 1\n\n", b"data: 2\n\n"]] * 3
+    assert len(readers) == 3
+    assert len(set(readers)) == 1
+    assert readers[0] is not threading.current_thread()
+    kept = weakref.ref(cassette)
+    del seen, cassette
+    # The thread holds the last body until it handed over its end: give it that moment.
+    deadline = time.monotonic() + 5
+    gc.collect()
+    while kept() is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+        gc.collect()
+    assert kept() is None  # the idle thread holds no recording (nor its cassette)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_reads_with_reader_threads_of_its_own(origin: Origin) -> None:
+    origin.route("/stream", Script(chunks=spaced((b"data: 1\n\n",))))
+    fetch(("httpx", "sync"), origin.url + "/stream")  # leaves an idle reader thread behind
+    pid = os.fork()
+    if pid == 0:  # the child, where that thread is not: a body handed to it would hang
+        code = 1
+        try:
+            signal.alarm(10)
+            seen, _ = fetch(("httpx", "sync"), origin.url + "/stream")
+            code = 0 if seen[0].chunks == [b"data: 1\n\n"] else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
