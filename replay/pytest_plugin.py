@@ -55,7 +55,25 @@ def _add_shared(group: Any, name: str, **attrs: Any) -> None:
         group.addoption(name, **attrs)
 
 
+def _library_not_rewritten(pluginmanager: Any) -> None:
+    """Let the library import as any other: pytest marks every package of a distribution that
+    ships a plugin for assertion rewriting, and so parses, rewrites and compiles each replay
+    module a run imports itself, ignoring its bytecode (some 35 ms of the first cassette's
+    import, every run, where bytecode is not written: `PYTHONDONTWRITEBYTECODE`, read-only
+    site-packages). The library's asserts are not a test's. No public API undoes the marking;
+    if pytest's private names change, modules are rewritten as before."""
+    hook = getattr(pluginmanager, "rewrite_hook", None)
+    marked, cache = (
+        getattr(hook, "_must_rewrite", None),
+        getattr(hook, "_marked_for_rewrite_cache", None),
+    )
+    if isinstance(marked, set) and isinstance(cache, dict) and "replay" in marked:
+        marked.discard("replay")
+        cache.clear()
+
+
 def pytest_addoption(parser: pytest.Parser, pluginmanager: Any) -> None:
+    _library_not_rewritten(pluginmanager)
     group = parser.getgroup("replay", "replay: record and replay streaming HTTP")
     declare_shared = not _pytest_recording_comes(pluginmanager)
     if declare_shared:

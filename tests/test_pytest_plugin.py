@@ -645,3 +645,23 @@ def test_the_plugin_loads_none_of_the_library_in_a_run_that_uses_no_cassette(
     timing += "print(time.perf_counter() - t)"
     seconds = float(pytester.run(sys.executable, "-c", timing).outlines[-1])
     assert seconds < 0.1
+
+
+def test_the_library_is_imported_as_any_module_not_rewritten_by_pytest(
+    pytester: pytest.Pytester,
+) -> None:
+    # pytest marks every package of a plugin's distribution for assertion rewriting, and then
+    # compiles each module itself, ignoring its bytecode: the first cassette of every run
+    # paid for it. The plugin takes the library out of that; the tests' own asserts stay
+    # rewritten.
+    make_ini(pytester)
+    pytester.makepyfile(
+        test_loader="""
+        def test_loader():
+            import replay.session
+            print("loader:", type(replay.session.__spec__.loader).__name__)
+            assert 1 == 2, "rewritten"
+        """
+    )
+    result = run(pytester, "-s")
+    result.stdout.fnmatch_lines(["*loader: SourceFileLoader*", "*AssertionError: rewritten*", "*assert 1 == 2*"])
