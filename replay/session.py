@@ -137,13 +137,11 @@ class CassetteSession:
 
     def _use_speed(self, speed: SpeedLike) -> None:
         """Set the speed, and the clocks it needs."""
-        clocks = clocks_for(speed, self._given_clock)
+        virtual, self.speed, self.clock, record_clock = clocks_for(speed, self._given_clock)
         #: True when replay runs on virtual time (speed "virtual").
-        self.virtual_time = clocks.virtual
-        self.speed = clocks.speed
-        self.clock = clocks.clock
+        self.virtual_time = virtual
         #: What recordings stamp chunks with: real time, even in a virtual-time session.
-        self.record_clock = clocks.record_clock
+        self.record_clock = record_clock
         self._speed_used = speed
 
     @property

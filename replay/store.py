@@ -35,7 +35,6 @@ from typing import Any
 
 import msgpack
 
-from replay._atomic import check_writable, write_atomically
 from replay._load import FORMAT_NAME, FORMAT_VERSION, LoadError, read_interactions
 from replay.errors import CassetteFormatError
 from replay.matching import MatchIndex
@@ -118,6 +117,8 @@ def save_interactions(path: str | Path, interactions: Sequence[Interaction]) -> 
         CassetteWriteError: the cassette is read-only, or could not be written (the disk
             full...): it is left as it was, with no temporary file beside it.
     """
+    from replay._atomic import write_atomically  # (here: replaying never writes)
+
     write_atomically(path, dumps(interactions))
 
 
@@ -133,6 +134,8 @@ def file_lock(path: str | Path) -> Iterator[None]:
         CassetteWriteError: the cassette exists and is read-only (found before anything
             is recorded for it, not when it is saved).
     """
+    from replay._atomic import check_writable  # (here: replaying never writes)
+
     check_writable(path)
     directory = Path(path).parent
     directory.mkdir(parents=True, exist_ok=True)

@@ -664,4 +664,6 @@ def test_the_library_is_imported_as_any_module_not_rewritten_by_pytest(
         """
     )
     result = run(pytester, "-s")
-    result.stdout.fnmatch_lines(["*loader: SourceFileLoader*", "*AssertionError: rewritten*", "*assert 1 == 2*"])
+    result.stdout.fnmatch_lines(
+        ["*loader: SourceFileLoader*", "*AssertionError: rewritten*", "*assert 1 == 2*"]
+    )
