@@ -187,6 +187,8 @@ class Server:
         self.process.send_signal(signal.SIGINT)
         self.process.wait(20)
         self._reader.join(20)
+        assert self.process.stdout is not None
+        self.process.stdout.close()  # else collected later, a ResourceWarning in another test
         return "".join(self.lines)
 
 
