@@ -409,6 +409,25 @@ KEYS = [
     pytest.param(("body",), request('{"a": 1'), request('{"a":  1'), False, id="bad-json-as-bytes"),
     pytest.param(("body",), request('{"a": 1'), request('{"a": 1'), True, id="bad-json-same-bytes"),
     pytest.param(("body",), request("1"), request("1.0"), False, id="json-number-spelling"),
+    # An object of strings, booleans and nulls is keyed by its items, any other by its text.
+    pytest.param(
+        ("body",),
+        request('{"a": true, "b": null}'),
+        request('{"b":null,"a":true}'),
+        True,
+        id="flat-object-key-order",
+    ),
+    pytest.param(("body",), request('{"a": true}'), request('{"a": 1}'), False, id="true-is-not-1"),
+    pytest.param(("body",), request('{"a": 1}'), request('{"a": 1.0}'), False, id="1-is-not-1.0"),
+    pytest.param(("body",), request('{"a": 0.0}'), request('{"a": -0.0}'), False, id="signed-zero"),
+    pytest.param(
+        ("body",), request('{"a": null, "a": "x"}'), request('{"a": "x"}'), True, id="last-key-wins"
+    ),
+    pytest.param(("body",), request('{"a": "\\u00e9"}'), request('{"a": "é"}'), True, id="escape"),
+    pytest.param(
+        ("body",), request('{"a": "1"}'), request('{"a": 1}'), False, id="string-vs-number"
+    ),
+    pytest.param(("body",), request("{}"), request("{ }"), True, id="empty-object"),
     pytest.param(
         ("body",),
         request('{"a": 1}', headers=(*TEXT, *JSON)),

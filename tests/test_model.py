@@ -352,6 +352,26 @@ def test_from_httpx_of_a_bodiless_request_has_an_empty_body(module: Any) -> None
     assert Request.from_httpx(module.Request("GET", "http://h/")).body == b""
 
 
+@pytest.mark.parametrize("module", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_from_httpx_of_requests_that_repeat_or_change_a_url_and_headers(module: Any) -> None:
+    # The texts are looked up by the parts they are made of: each request still gets its own.
+    def captured(url: str, value: str) -> Request:
+        return Request.from_httpx(module.Request("GET", url, headers=[("X-A", value)]))
+
+    first, again = captured("http://h/a?q=1", "1"), captured("http://h/a?q=1", "1")
+    other = captured("http://h/a?q=2", "2")
+    original = module.Request("GET", "http://h/a?q=1", headers=[("X-A", "1")])
+    original.headers["X-A"] = "3"  # changed after it was made, as an event hook may
+    changed = Request.from_httpx(original)
+    assert (
+        (first.url, first.header("x-a"))
+        == (again.url, again.header("x-a"))
+        == ("http://h/a?q=1", "1")
+    )
+    assert (other.url, other.header("x-a")) == ("http://h/a?q=2", "2")
+    assert changed.header("x-a") == "3"
+
+
 def test_request_header_is_case_insensitive_and_first_wins() -> None:
     request = Request(method="GET", url="http://h/", headers=[("X-A", "1"), ("x-a", "2")])
     assert request.header("x-A") == "1"
