@@ -834,13 +834,20 @@ def bench_aiohttp(config: Settings, verdicts: list[Verdict]) -> Section:
     return section
 
 
+def _skipped_without(section: Section, module: str) -> bool:
+    """Whether `module` is missing (and `section` says the benchmark was skipped for it)."""
+    if importlib.util.find_spec(module) is not None:
+        return False
+    section.lines += [f"{module} is not installed: this benchmark was skipped.", ""]
+    return True
+
+
 def bench_proxy(config: Settings, verdicts: list[Verdict]) -> Section:
     import proxy_load  # beside this script
 
     seconds = config.proxy_seconds
     section = Section(f"7. `replay proxy` under {proxy_load.CLIENTS} concurrent clients")
-    if importlib.util.find_spec("uvicorn") is None:
-        section.lines += ["uvicorn is not installed: this benchmark was skipped.", ""]
+    if _skipped_without(section, "uvicorn"):
         return section
     section.lines += [
         f"{proxy_load.CLIENTS} clients (an `httpx.AsyncClient` each, one event loop) send a "
@@ -1076,8 +1083,7 @@ def bench_serve(config: Settings, verdicts: list[Verdict]) -> Section:
 
     clients = serve_load.CLIENTS
     section = Section(f"11. `replay serve` under {clients} concurrent clients")
-    if importlib.util.find_spec("uvicorn") is None:
-        section.lines += ["uvicorn is not installed: this benchmark was skipped.", ""]
+    if _skipped_without(section, "uvicorn"):
         return section
     seconds, instant = config.serve_seconds, config.serve_instant_seconds
     result = serve_load.run(seconds, instant)
