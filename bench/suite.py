@@ -23,11 +23,13 @@ process; the overhead per test is (contender - its floor) / `TESTS`.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import pstats
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -155,9 +157,31 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+_BYTECODE: list[str] = []
+
+
+def python_env() -> dict[str, str]:
+    """The environment of every measured process: bytecode cached, as on a user's machine.
+
+    pip compiles what it installs, and Python caches what it imports, but this project is
+    installed editable and some machines set `PYTHONDONTWRITEBYTECODE`: left as is, replay
+    (and each test module) would be compiled from source in every process while the other
+    packages load their bytecode. So every process here writes and reads its bytecode under
+    one temporary `PYTHONPYCACHEPREFIX` (the warm-up rounds fill it), the same for every
+    contender, and nothing is written beside any source.
+    """
+    if not _BYTECODE:
+        folder = tempfile.mkdtemp(prefix="replay-bench-bytecode-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        _BYTECODE.append(folder)
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": _BYTECODE[0]}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def run_pytest(folder: Path, options: Sequence[str]) -> float:
     """Wall seconds of one `pytest` process in `folder`; fails loudly if a test failed."""
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = python_env()
     start = time.perf_counter()
     done = subprocess.run(
         [*BASE, *options], cwd=folder, capture_output=True, text=True, env=env, check=False
@@ -216,13 +240,15 @@ def startup_times(root: Path, repeats: int) -> tuple[list[float], list[float]]:
 
 def _importtime(code: str) -> list[tuple[str, float, int]]:
     """(module, cumulative seconds, depth) of each import `python -X importtime -c CODE`
-    made, in the order they finished."""
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", code],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    made, in the order they finished; from a second run, so that bytecode is cached."""
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", code],
+            env=python_env(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     entries = []
     for line in done.stderr.splitlines():
         found = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
@@ -299,6 +325,7 @@ def profile_replay_suite(folder: Path, out: Path) -> pstats.Stats:
     subprocess.run(
         [*command, "--record-mode=none", "-p", "no:recording"],
         cwd=folder,
+        env=python_env(),
         capture_output=True,
         check=True,
     )
