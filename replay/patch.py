@@ -6,7 +6,9 @@ present, so clients built before the session, and the SDKs' own clients, are cov
 The replacement asks the router (cassette session) of the request's context to handle the
 request, handing it the original method bound to the transport, which is how recording
 reaches the network. Patches go on when the first router is installed and come off when
-the last one leaves.
+the last one leaves, unless held (`hold`): the pytest plugin holds them from one test's
+session to the next test's, so that a suite does not take them off and put them back on
+between every two tests. Patched but with no router, a transport sends as if unpatched.
 
 Routing is per context, so that concurrent sessions never see each other's traffic:
 - a router is entered in a `ContextVar`: an asyncio task (or a trio task) sees the sessions
@@ -45,8 +47,10 @@ __all__ = [
     "Router",
     "bypassed",
     "current",
+    "hold",
     "install",
     "install_bottom",
+    "release",
     "routed",
     "set_front",
     "uninstall",
@@ -82,6 +86,7 @@ _routers: list[Router] = []  # every installed router, in the order they came
 _guards: list[Router] = []
 _originals: list[tuple[type, str, Any]] = []  # (class, attribute, original or None)
 _fronts: dict[int, Router] = {}  # id(router) -> the router that answers in its place
+_holds = 0  # `hold` calls not yet released
 
 Stack = tuple[Router, ...]
 _context: contextvars.ContextVar[Stack] = contextvars.ContextVar("replay_routers", default=())
@@ -348,9 +353,45 @@ def _patch_imported(what: str) -> None:
 _on_import = PatchOnImport(_patch_imported, _lock)
 
 
+def _patched() -> bool:
+    return bool(_routers or _guards or _holds)
+
+
 def _first_in() -> None:
-    if not _routers and not _guards:
+    if not _patched():
         _patch_transports()
+
+
+def _last_out() -> None:
+    if not _patched():
+        for cls, method, original in reversed(_originals):
+            if original is None:
+                delattr(cls, method)
+            else:
+                setattr(cls, method, original)
+        _originals.clear()
+        _on_import.stop()
+
+
+def hold() -> None:
+    """Keep the patches on, routers or none, until `release` (patching them if they are off).
+
+    Each `hold` needs its own `release`.
+    """
+    global _holds
+    with _lock:
+        _first_in()
+        _holds += 1
+
+
+def release() -> None:
+    """Undo one `hold`: with no router left either, the original transports come back."""
+    global _holds
+    with _lock:
+        if _holds == 0:
+            raise RuntimeError("replay.patch.release() without a hold")
+        _holds -= 1
+        _last_out()
 
 
 def install(router: Router) -> None:
@@ -381,11 +422,4 @@ def uninstall(router: Router) -> None:
         if router in _guards:
             _guards.remove(router)
         _fronts.pop(id(router), None)
-        if not _routers and not _guards:
-            for cls, method, original in reversed(_originals):
-                if original is None:
-                    delattr(cls, method)
-                else:
-                    setattr(cls, method, original)
-            _originals.clear()
-            _on_import.stop()
+        _last_out()

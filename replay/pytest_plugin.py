@@ -306,6 +306,13 @@ def _replay_marker(request: pytest.FixtureRequest) -> Iterator[None]:
             del node._replay_cassette
 
 
+def _uses_cassette(item: pytest.Item) -> bool:
+    """Whether `item` will enter a cassette session: it is marked, or asks for the fixture."""
+    if item.get_closest_marker("use_cassette") is not None:
+        return True
+    return "cassette" in getattr(item, "fixturenames", ())
+
+
 def _display(path: Path, rootpath: Path) -> str:
     shown, root = str(path), str(rootpath)
     if shown.startswith(root) and shown[len(root) : len(root) + 1] == os.sep:
@@ -325,6 +332,7 @@ class _Run:
         self.config = config
         self.item: pytest.Item | None = None
         self._log: SessionLog | None = None
+        self._holding = False  # holding the transport patches for the next test
 
     @property
     def log(self) -> SessionLog:
@@ -383,6 +391,36 @@ class _Run:
             self.item = None
             if _SESSIONS in item.stash:  # reported: let what they loaded go
                 del item.stash[_SESSIONS]
+
+    # Between two tests that each use a cassette, the transport patches stay on (patched,
+    # with no session, a transport sends as if unpatched): taking them off after one test
+    # and putting them back on for the next cost some 35 µs a test.
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        if nextitem is not None and _SESSIONS in item.stash and _uses_cassette(nextitem):
+            from replay import patch
+
+            patch.hold()  # before this test's session leaves
+            self._holding = True
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Any:
+        try:
+            return (yield)
+        finally:  # the next test's session is in (or its setup failed): let go
+            self._release()
+
+    def _release(self) -> None:
+        if self._holding:
+            from replay import patch
+
+            self._holding = False
+            patch.release()
+
+    def pytest_unconfigure(self) -> None:
+        self._release()  # (a run interrupted between two tests)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item) -> Any:

@@ -127,6 +127,43 @@ def test_the_innermost_router_answers_and_the_last_out_restores(http: ModuleType
     assert method_of(http.__name__, "MockTransport", "handle_request") is original
 
 
+def test_a_hold_keeps_the_patches_on_with_no_router_and_they_send_as_if_unpatched(
+    http: ModuleType,
+) -> None:
+    original = method_of(http.__name__, "MockTransport", "handle_request")
+    router = AnswerWith(b"routed")
+
+    with mock_client(http) as client:
+        patch.install(router)
+        patched = method_of(http.__name__, "MockTransport", "handle_request")
+        patch.hold()
+        patch.uninstall(router)
+        try:
+            assert method_of(http.__name__, "MockTransport", "handle_request") is patched
+            assert client.get("http://a.test/").content == LIVE  # no router: live
+            patch.install(router)  # not patched again: the same patch serves it
+            assert method_of(http.__name__, "MockTransport", "handle_request") is patched
+            assert client.get("http://a.test/").content == b"routed"
+        finally:
+            patch.release()
+        assert method_of(http.__name__, "MockTransport", "handle_request") is patched
+        patch.uninstall(router)
+
+    assert method_of(http.__name__, "MockTransport", "handle_request") is original
+
+
+def test_a_hold_alone_patches_and_its_release_restores(http: ModuleType) -> None:
+    original = method_of(http.__name__, "MockTransport", "handle_request")
+    patch.hold()
+    try:
+        assert method_of(http.__name__, "MockTransport", "handle_request") is not original
+    finally:
+        patch.release()
+    assert method_of(http.__name__, "MockTransport", "handle_request") is original
+    with pytest.raises(RuntimeError, match="without a hold"):
+        patch.release()
+
+
 def test_routers_may_leave_in_any_order(http: ModuleType) -> None:
     original = method_of(http.__name__, "MockTransport", "handle_request")
     outer, inner = AnswerWith(b"outer"), AnswerWith(b"inner")
