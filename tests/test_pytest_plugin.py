@@ -712,3 +712,24 @@ def test_the_patches_stay_on_between_two_tests_with_cassettes_and_only_then(
         """
     )
     run(pytester, "--record-mode=none", "-p", "no:randomly").assert_outcomes(passed=5)
+
+
+def test_cassette_files_are_not_offered_to_the_collectors(pytester: pytest.Pytester) -> None:
+    # One cassette per test, beside the tests: pytest offered each to every collector.
+    make_ini(pytester)
+    pytester.makeconftest(
+        """
+        def pytest_collect_file(file_path, parent):
+            print("offered:", file_path.name)
+        """
+    )
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    cassettes = pytester.path / "cassettes" / "test_one"
+    cassettes.mkdir(parents=True)
+    (cassettes / "test_one.msgpack").write_bytes(b"")
+    (cassettes / "notes.txt").write_text("kept")
+    result = run(pytester, "--co", "-s")
+    assert result.ret == pytest.ExitCode.OK
+    for offered in ("notes.txt", "test_one.py"):
+        result.stdout.fnmatch_lines([f"offered: {offered}"])
+    result.stdout.no_fnmatch_line("*offered: test_one.msgpack*")
