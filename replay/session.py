@@ -228,8 +228,11 @@ class CassetteSession:
             and (default_speed != self._speed_used or self.virtual_time)
         ):
             self._use_speed(default_speed)
-        existed = self._existed = self.path.exists()
-        interactions = load_interactions(self.path) if existed else []
+        try:  # (one system call, where asking first whether it exists took two)
+            interactions, existed = load_interactions(self.path), True
+        except (FileNotFoundError, NotADirectoryError):
+            interactions, existed = [], False
+        self._existed = existed
         self._loaded = len(interactions)
         self.record_mode = mode = in_force(self._requested_mode)
         self._may_replay, self._may_record = may_replay_and_record(mode, existed)
