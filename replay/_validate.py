@@ -9,10 +9,22 @@ values by the type they have in the file).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from replay._walk import LoadError, Skipped
-from replay.model import STOPPERS, Chunks, Interaction, Request, Response, StreamEnd
+from replay.model import (
+    STOPPERS,
+    Chunks,
+    Headers,
+    Interaction,
+    Request,
+    Response,
+    StreamEnd,
+    _end_of,
+    _interaction_of,
+    _request_of,
+)
 
 __all__ = ["Floats", "expect", "interaction_of", "quick", "shown"]
 
@@ -57,8 +69,12 @@ def _field(mapping: dict[Any, Any], name: str, kind: type | tuple[type, ...], wh
 
 def quick(value: object) -> Interaction | None:
     """The interaction `value` holds if each field has exactly the type it should (as a
-    good file's have), checked inline; None if not, or if a model's validator refuses a
-    value: `interaction_of` then says what is wrong, and where."""
+    good file's have), checked inline; None if not, or if a model's validator would refuse
+    a value: `interaction_of` then says what is wrong, and where.
+
+    What the validators check is checked here, once; the objects are then made without
+    them (`replay.model._interaction_of`): they would only check it all again.
+    """
     if type(value) is not dict:
         return None
     request, response = value.get("request"), value.get("response")
@@ -67,73 +83,89 @@ def quick(value: object) -> Interaction | None:
     chunks, end = response.get("chunks"), response.get("end")
     if type(chunks) is not dict or type(end) is not dict:
         return None
+    method: Any = request.get("method")
+    url: Any = request.get("url")
+    body: Any = request.get("body")
+    status: Any = response.get("status")
+    headers_at: Any = response.get("headers_at")
+    at: Any = end.get("at")
+    message: Any = end.get("message")
     times: Any = chunks.get("at")
     payloads: Any = chunks.get("data")
     error = end.get("error", _MISSED)
     truncated = end.get("truncated")
     stopped_by = end.get("stopped_by", "client" if truncated else None)
     if not (
-        type(request.get("method")) is str
-        and type(request.get("url")) is str
-        and type(request.get("body")) is bytes
-        and type(response.get("status")) is int
-        and type(response.get("headers_at")) in _NUMBER
-        and type(end.get("at")) in _NUMBER
-        and type(end.get("message")) is str
+        type(method) is str
+        and type(url) is str
+        and type(body) is bytes
+        and type(status) is int
+        and type(headers_at) in _NUMBER
+        and type(at) in _NUMBER
+        and type(message) is str
         and (error is None or type(error) is str)
         and type(truncated) is bool
         and stopped_by in STOPPERS
         and (stopped_by is None) != truncated
-        and _good_pairs(request.get("headers"))
-        and _good_pairs(response.get("headers"))
         and type(payloads) in _LIST
         and (type(times) in _LIST or type(times) is Floats)
+        # What the validators refuse (a NaN fails every comparison):
+        and 100 <= status <= 599
+        and 0 <= headers_at < _INFINITY
+        and 0 <= at < _INFINITY
     ):
         return None
-    try:
-        if type(times) is Floats:
-            body = Chunks._of_floats(times.values, tuple(payloads))
-        else:
-            body = Chunks(times, payloads)
-        return Interaction(
-            Request(
-                method=request["method"],
-                url=request["url"],
-                headers=request["headers"],
-                body=request["body"],
-            ),
-            Response(
-                status=response["status"],
-                headers=response["headers"],
-                headers_at=response["headers_at"],
-                chunks=body,
-                end=StreamEnd(
-                    at=end["at"],
-                    error=error,
-                    message=end["message"],
-                    truncated=truncated,
-                    stopped_by=stopped_by,
-                ),
-            ),
-        )
-    except (TypeError, ValueError):  # attrs validators: negative times, bad status...
+    request_headers = _pairs(request.get("headers"))
+    response_headers = _pairs(response.get("headers"))
+    if request_headers is None or response_headers is None:
         return None
+    try:  # every time a number, in order, finite; every payload bytes
+        if type(times) is Floats:
+            body_chunks = Chunks._of_floats(times.values, tuple(payloads))
+        else:
+            body_chunks = Chunks(times, payloads)
+    except (TypeError, ValueError):
+        return None
+    chunk_times = body_chunks.times
+    if chunk_times and chunk_times[0] < headers_at:  # a body before its headers
+        return None
+    if at < (chunk_times[-1] if chunk_times else headers_at):  # an end before the body
+        return None
+    return _interaction_of(
+        _request_of(method, url, request_headers, body),
+        status,
+        response_headers,
+        headers_at,
+        body_chunks,
+        _end_of(at, error, message, truncated, stopped_by),
+    )
 
 
 _NUMBER = (int, float)
 _LIST = (list, tuple)  # `unpackb` builds lists, the walker tuples
+_INFINITY = math.inf
 
 
-def _good_pairs(value: object) -> bool:
-    """`value` is a list of [name, value] pairs of strings (`_headers` would accept it)."""
+def _pairs(value: object) -> Headers | None:
+    """The headers `value` holds as `Request` and `Response` keep them: a list of
+    [name, value] pairs of latin-1 strings, made tuples; None if it is not one."""
     if type(value) not in _LIST:
-        return False
+        return None
+    pairs = []
     for pair in value:  # type: ignore[attr-defined]
         if type(pair) not in _LIST or len(pair) != 2:
-            return False
-        if type(pair[0]) is not str or type(pair[1]) is not str:
-            return False
-    return True
+            return None
+        name, text = pair
+        if type(name) is not str or type(text) is not str:
+            return None
+        if not (name.isascii() and text.isascii()):  # (both O(1)) else: latin-1, as `_to_headers`
+            try:
+                name.encode("latin-1")
+                text.encode("latin-1")
+            except UnicodeEncodeError:
+                return None
+        pairs.append(pair if type(pair) is tuple else (name, text))
+    return tuple(pairs)
 
 
 def interaction_of(value: object, where: str) -> Interaction:

@@ -126,10 +126,22 @@ class Request:
         return _header(self.headers, name)
 
 
-#: The setters of `Request`'s slots, for `Request.from_httpx`.
+#: The setters of `Request`'s slots, for `Request.from_httpx` and `_request_of`.
 _REQUEST_SLOTS: tuple[Callable[[Request, Any], None], ...] = tuple(
     getattr(Request, name).__set__ for name in ("method", "url", "headers", "body")
 )
+
+
+def _request_of(method: str, url: str, headers: Headers, body: bytes) -> Request:
+    """`Request(...)` of values its validators and converter would leave as they are (the
+    loader checked them): made without running them again."""
+    made = object.__new__(Request)
+    set_method, set_url, set_headers, set_body = _REQUEST_SLOTS
+    set_method(made, method)
+    set_url(made, url)
+    set_headers(made, headers)
+    set_body(made, body)
+    return made
 
 
 def _url_text(url: Any) -> str:
@@ -463,3 +475,59 @@ class Interaction:
 
     request: Request = attrs.field(validator=attrs.validators.instance_of(Request))
     response: Response = attrs.field(validator=attrs.validators.instance_of(Response))
+
+
+# -- values the loader checked, made without their validators ---------------------------------
+#
+# `_validate.quick` checks every value of a file against what the validators below would
+# refuse; each validator then costs as much again, once per field of every cassette loaded
+# (most of loading a test's cassette). These make the same objects by the slots' own setters,
+# as attrs' `__init__` does on a frozen class. tests/test_model.py pins them to the
+# constructors.
+
+
+def _setters(cls: type[Any]) -> tuple[Callable[[Any, Any], None], ...]:
+    return tuple(getattr(cls, field.name).__set__ for field in attrs.fields(cls))
+
+
+_END_SLOTS = _setters(StreamEnd)
+_RESPONSE_SLOTS = _setters(Response)
+_INTERACTION_SLOTS = _setters(Interaction)
+
+
+def _end_of(
+    at: float, error: str | None, message: str, truncated: bool, stopped_by: str | None
+) -> StreamEnd:
+    """`StreamEnd(...)` of valid values (with `stopped_by` set exactly when `truncated`)."""
+    made = object.__new__(StreamEnd)
+    set_at, set_error, set_message, set_truncated, set_stopped_by = _END_SLOTS
+    set_at(made, at)
+    set_error(made, error)
+    set_message(made, message)
+    set_truncated(made, truncated)
+    set_stopped_by(made, stopped_by)
+    return made
+
+
+def _interaction_of(
+    request: Request,
+    status: int,
+    headers: Headers,
+    headers_at: float,
+    chunks: Chunks,
+    end: StreamEnd,
+) -> Interaction:
+    """`Interaction(request, Response(...))` of valid values: the chunks after the headers,
+    the end after both."""
+    response = object.__new__(Response)
+    set_status, set_headers, set_headers_at, set_chunks, set_end = _RESPONSE_SLOTS
+    set_status(response, status)
+    set_headers(response, headers)
+    set_headers_at(response, headers_at)
+    set_chunks(response, chunks)
+    set_end(response, end)
+    made = object.__new__(Interaction)
+    set_request, set_response = _INTERACTION_SLOTS
+    set_request(made, request)
+    set_response(made, response)
+    return made
