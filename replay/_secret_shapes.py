@@ -16,14 +16,19 @@ Two tests, so that redaction does not depend on an exact list of names:
   secret whatever its name; in a header value, so are the credentials after `Bearer` or
   `Basic`.
 
-Both are one precompiled regular expression each and run on short strings; a name's verdict
-is cached, since the same few names come back with every request.
+Both are one regular expression each and run on short strings; a name's verdict is cached,
+since the same few names come back with every request. Each expression is compiled when it
+is first used (a module attribute such as `SHAPES` too): compiling them all took 2 ms of
+every run, and replaying a usual test suite needs only the short ones (the quick tests below
+find nothing in its names and values).
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import threading
+from typing import TYPE_CHECKING, Any
 
 __all__ = [
     "ALLOWED_NAMES",
@@ -36,6 +41,7 @@ __all__ = [
     "SHAPES_BYTES",
     "hide_header_shapes",
     "hide_shapes",
+    "holds_key",
     "is_secret_name",
 ]
 
@@ -56,32 +62,36 @@ ALLOWED_NAMES: frozenset[str] = frozenset(
     }
 )
 
-_SECRET_WORD = re.compile(
-    r"""
-      [a-z0-9]*(?:token|keys?|secrets?|passwords?|passwd|pwd|passphrase|credentials?
-                 |signatures?|cookies?)
-    | (?:secret|passw|credential|signature|cookie)[a-z0-9]*
-    | o?auth(?!or(?!i[sz]))[a-z0-9]*  # auth, oauth, authorization, authn; not author(ity)
-    | sig
-    """,
-    re.VERBOSE,
-)
 #: What every credential-like name holds, in lower case: a body without any of these (nor a
 #: name the user added) has no credential-like field.
 NAME_STEMS: tuple[str, ...] = (
     "token", "key", "auth", "secret", "passw", "pwd", "passphrase", "credential", "sig", "cookie"
 )  # fmt: skip
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_NOT_ALNUM = re.compile(r"[^a-z0-9]+")
+_SECRET_WORD = r"""
+      [a-z0-9]*(?:token|keys?|secrets?|passwords?|passwd|pwd|passphrase|credentials?
+                 |signatures?|cookies?)
+    | (?:secret|passw|credential|signature|cookie)[a-z0-9]*
+    | o?auth(?!or(?!i[sz]))[a-z0-9]*  # auth, oauth, authorization, authn; not author(ity)
+    | sig
+"""
+_CAMEL = r"(?<=[a-z0-9])(?=[A-Z])"
+_NOT_ALNUM = r"[^a-z0-9]+"
 
 
 @functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
     """Whether a header, parameter or field called `name` holds a credential."""
-    words = [word for word in _NOT_ALNUM.split(_CAMEL.sub("-", name).lower()) if word]
+    lowered = name.lower()
+    # Every secret word holds a stem, and the words are runs of `lowered` (its letters
+    # lowered the same, split): a name without a stem is no secret (most names are not).
+    if not any(stem in lowered for stem in NAME_STEMS):
+        return False
+    split = _pattern("_NOT_ALNUM").split(_pattern("_CAMEL").sub("-", name).lower())
+    words = [word for word in split if word]
     if "-".join(words) in ALLOWED_NAMES:
         return False
-    return any(_SECRET_WORD.fullmatch(word) for word in words)
+    secret_word = _pattern("_SECRET_WORD")
+    return any(secret_word.fullmatch(word) for word in words)
 
 
 # Each shape starts at a word boundary and needs enough characters not to hit prose.
@@ -100,9 +110,6 @@ _KEYS = r"""
     )
 """
 
-#: The shapes of well-known keys, anywhere in a text.
-SHAPES = re.compile(_KEYS, re.VERBOSE)
-
 # What every match of SHAPES holds: one of a few rare characters (-, _, A, J) where a key's
 # prefix ends. Python's regular expressions scan for a leading character class in C, so this
 # looks at a long text about twenty times faster than SHAPES would; SHAPES runs only where it
@@ -113,27 +120,75 @@ _ANCHORS = r"""
     | (?<=xox.-) | (?<=hf_) | (?<=eyJ) | (?<=A)(?=KIA|SIA|Iza)
     )
 """
-#: A text that may hold a key (SHAPES then says): a quick test that most texts fail.
-MAY_HOLD_KEY = re.compile(_ANCHORS, re.VERBOSE)
-#: `MAY_HOLD_KEY` for bytes.
-MAY_HOLD_KEY_BYTES = re.compile(_ANCHORS.encode(), re.VERBOSE)
-#: `SHAPES` for bytes.
-SHAPES_BYTES = re.compile(_KEYS.encode(), re.VERBOSE)
+_HEADER_SHAPES = r"(?P<scheme>\b(?i:bearer|basic)\s+)[A-Za-z0-9._~+/-]{8,}=*|" + _KEYS
 
-#: `SHAPES`, and the credentials of an HTTP authentication scheme (the scheme is kept).
-HEADER_SHAPES = re.compile(
-    r"(?P<scheme>\b(?i:bearer|basic)\s+)[A-Za-z0-9._~+/-]{8,}=*|" + _KEYS, re.VERBOSE
-)
+#: Each expression's source and flags, by its name (the public ones: `__getattr__`).
+_SOURCES: dict[str, tuple[str | bytes, int]] = {
+    "SHAPES": (_KEYS, re.VERBOSE),
+    "SHAPES_BYTES": (_KEYS.encode(), re.VERBOSE),
+    "MAY_HOLD_KEY": (_ANCHORS, re.VERBOSE),
+    "MAY_HOLD_KEY_BYTES": (_ANCHORS.encode(), re.VERBOSE),
+    "HEADER_SHAPES": (_HEADER_SHAPES, re.VERBOSE),
+    "_SECRET_WORD": (_SECRET_WORD, re.VERBOSE),
+    "_CAMEL": (_CAMEL, 0),
+    "_NOT_ALNUM": (_NOT_ALNUM, 0),
+}
+_COMPILED: dict[str, re.Pattern[Any]] = {}
+_COMPILING = threading.Lock()
+
+if TYPE_CHECKING:
+    #: The shapes of well-known keys, anywhere in a text.
+    SHAPES: re.Pattern[str]
+    #: `SHAPES` for bytes.
+    SHAPES_BYTES: re.Pattern[bytes]
+    #: A text that may hold a key (SHAPES then says): a quick test that most texts fail.
+    MAY_HOLD_KEY: re.Pattern[str]
+    #: `MAY_HOLD_KEY` for bytes.
+    MAY_HOLD_KEY_BYTES: re.Pattern[bytes]
+    #: `SHAPES`, and the credentials of an HTTP authentication scheme (the scheme is kept).
+    HEADER_SHAPES: re.Pattern[str]
+
+
+def _pattern(name: str) -> re.Pattern[Any]:
+    """The expression `name` of `_SOURCES`, compiled on first use."""
+    compiled = _COMPILED.get(name)
+    if compiled is None:
+        with _COMPILING:  # one compile, whichever thread asks first
+            compiled = _COMPILED.get(name)
+            if compiled is None:
+                compiled = _COMPILED[name] = re.compile(*_SOURCES[name])
+    return compiled
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("_") or name not in _SOURCES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    compiled = _pattern(name)
+    globals()[name] = compiled  # later lookups skip this function
+    return compiled
+
 
 #: The placeholder a secret is replaced by (also `replay.redact.PLACEHOLDER`).
 PLACEHOLDER = "REDACTED"
 
 
+def holds_key(text: str) -> bool:
+    """Whether `text` holds a well-known key (`SHAPES.search(text)`, most often found
+    without it)."""
+    return (
+        _pattern("MAY_HOLD_KEY").search(text) is not None
+        and _pattern("SHAPES").search(text) is not None
+    )
+
+
 def hide_shapes(text: str) -> str:
     """`text` with each well-known key replaced; `text` itself when it holds none."""
-    if MAY_HOLD_KEY.search(text) is None or SHAPES.search(text) is None:
+    if _pattern("MAY_HOLD_KEY").search(text) is None:
         return text
-    return SHAPES.sub(PLACEHOLDER, text)
+    shapes = _pattern("SHAPES")
+    if shapes.search(text) is None:
+        return text
+    return shapes.sub(PLACEHOLDER, text)
 
 
 def _keep_scheme(match: re.Match[str]) -> str:
@@ -143,6 +198,13 @@ def _keep_scheme(match: re.Match[str]) -> str:
 def hide_header_shapes(value: str) -> str:
     """Header `value` with each key and scheme credential replaced; `value` itself when it
     holds none."""
-    if HEADER_SHAPES.search(value) is None:
+    # Most values hold neither a key's anchor nor a scheme: seen without HEADER_SHAPES. (An
+    # ASCII value only: a scheme may match other letters case-insensitively.)
+    if value.isascii() and _pattern("MAY_HOLD_KEY").search(value) is None:
+        lowered = value.lower()
+        if "bearer" not in lowered and "basic" not in lowered:
+            return value
+    header_shapes = _pattern("HEADER_SHAPES")
+    if header_shapes.search(value) is None:
         return value
-    return HEADER_SHAPES.sub(_keep_scheme, value)
+    return header_shapes.sub(_keep_scheme, value)

@@ -39,14 +39,13 @@ from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 import attrs
 
+from replay import _secret_shapes as shapes  # (its expressions are compiled when first used)
 from replay._secret_shapes import (
-    MAY_HOLD_KEY_BYTES,
     NAME_STEMS,
     PLACEHOLDER,
-    SHAPES,
-    SHAPES_BYTES,
     hide_header_shapes,
     hide_shapes,
+    holds_key,
     is_secret_name,
 )
 from replay.model import Headers, Interaction, Request, Response
@@ -276,7 +275,7 @@ class Redactor:
         name, equals, value = field.partition("=")
         if not equals or value == PLACEHOLDER:
             return field
-        if _secret(decode(name), self._field_names) or SHAPES.search(decode(value)):
+        if _secret(decode(name), self._field_names) or holds_key(decode(value)):
             return f"{name}={PLACEHOLDER}"
         return field
 
@@ -301,14 +300,14 @@ class Redactor:
         """A JSON body with secrets replaced; `body` itself when none was (or it is not
         JSON). It is parsed only when a key's shape or a credential-like name may be in it."""
         # The usual case in a replay is a body with nothing to hide: seen without parsing.
-        keys = MAY_HOLD_KEY_BYTES.search(body) is not None
+        keys = shapes.MAY_HOLD_KEY_BYTES.search(body) is not None
         if not keys and not self._may_name_a_secret(body.lower()):
             return body
         try:
             parsed = json.loads(body)
             cleaned, changed = self._json_value(parsed, secret=False, keys=keys)
         except (ValueError, RecursionError):  # not JSON after all, or too deep to walk
-            return SHAPES_BYTES.sub(PLACEHOLDER.encode(), body)
+            return shapes.SHAPES_BYTES.sub(PLACEHOLDER.encode(), body)
         if not changed:
             return body
         separators = (", ", ": ") if b": " in body else (",", ":")
@@ -327,7 +326,7 @@ class Redactor:
         """
         unique = frozenset(bodies)
         joined = b"\0".join(unique)
-        if MAY_HOLD_KEY_BYTES.search(joined) is None and not self._may_name_a_secret(
+        if shapes.MAY_HOLD_KEY_BYTES.search(joined) is None and not self._may_name_a_secret(
             joined.lower()
         ):
             return unique
@@ -422,8 +421,8 @@ def _without_userinfo(netloc: str) -> str:
 
 def _without_keys(path: str) -> str:
     """`path` with each segment that holds a well-known key replaced."""
-    if SHAPES.search(unquote(path)) is None:
+    if not holds_key(unquote(path)):
         return path
     return "/".join(
-        PLACEHOLDER if SHAPES.search(unquote(segment)) else segment for segment in path.split("/")
+        PLACEHOLDER if holds_key(unquote(segment)) else segment for segment in path.split("/")
     )

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from replay import _secret_shapes
 from replay._secret_shapes import (
     ALLOWED_NAMES,
+    HEADER_SHAPES,
     MAY_HOLD_KEY,
     MAY_HOLD_KEY_BYTES,
     NAME_STEMS,
@@ -198,3 +202,54 @@ def test_the_quick_test_never_misses_a_key(text: str) -> None:
     if SHAPES.search(text):
         assert MAY_HOLD_KEY.search(text)
         assert MAY_HOLD_KEY_BYTES.search(text.encode())
+
+
+_SECRET_WORD = re.compile(_secret_shapes._SECRET_WORD, re.VERBOSE)
+
+
+def is_secret_name_in_full(name: str) -> bool:
+    """`is_secret_name` without its quick test: every word through the expression."""
+    lowered = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", name).lower()
+    words = [word for word in re.split(r"[^a-z0-9]+", lowered) if word]
+    if "-".join(words) in ALLOWED_NAMES:
+        return False
+    return any(_SECRET_WORD.fullmatch(word) for word in words)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(["Token", "key", "Secrets", "passwd", "AUTH", "oauth", "Sig", "pwd"]),
+            st.sampled_from([*SECRET_NAMES, *HARMLESS_NAMES, *ALLOWED_NAMES]),
+            st.text(alphabet="aAcdeikKnoprstwy-_.\u0130\u212a\u017f\u03a3", max_size=8),
+        ),
+        max_size=4,
+    ).map("".join)
+)
+def test_the_quick_test_on_names_gives_the_full_verdict(name: str) -> None:
+    assert is_secret_name(name) == is_secret_name_in_full(name)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from([str(p.values[0]) for p in KEYS]),
+            st.sampled_from(["Bearer ", "basic ", "BEARER\t", "b\u0130sic ", "opaque.token-value"]),
+            st.text(alphabet="sk-_AKIASzaeyJ.ghpxobfr0123456789 \xe9\u017f", max_size=30),
+        ),
+        max_size=5,
+    ).map("".join)
+)
+def test_the_quick_test_on_header_values_gives_the_full_result(value: str) -> None:
+    expected = HEADER_SHAPES.sub(lambda m: (m["scheme"] or "") + PLACEHOLDER, value)
+    assert hide_header_shapes(value) == expected
+
+
+def test_the_expressions_are_compiled_once_on_first_use() -> None:
+    assert _secret_shapes.SHAPES is _secret_shapes.SHAPES
+    assert _secret_shapes.SHAPES_BYTES.search(b"AKIAIOSFODNN7EXAMPLE")
+    assert _secret_shapes.HEADER_SHAPES.pattern.endswith(_secret_shapes._KEYS)
+    with pytest.raises(AttributeError):
+        _secret_shapes.NO_SUCH_SHAPES  # noqa: B018
+    with pytest.raises(AttributeError):
+        _secret_shapes._CAMEL_CASE  # noqa: B018
