@@ -7,7 +7,8 @@ The recorded end is raised as that library's exception class (`httpx.RemoteProto
 for httpx, `httpx2.RemoteProtocolError` for httpx2); a stall that outlasts the client's
 read timeout (`request.extensions["timeout"]["read"]`) as its `ReadTimeout`.
 At instant speed nothing waits and no clock is read; a sync response without a stall is
-then its payloads and its recorded end, without a Stepper (the usual replay in a test suite).
+then its payloads and its recorded end, without a Stepper (the usual replay in a test suite,
+which then never imports `replay.engine.stepper`: its attrs classes cost 1.5 ms a run).
 """
 
 from __future__ import annotations
@@ -23,21 +24,12 @@ import httpx
 from replay._httpmod import async_stream, error_class, module_of, sync_stream
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
-from replay.engine import (
-    Data,
-    End,
-    Played,
-    Player,
-    Step,
-    Stepper,
-    read_timeouts,
-    step_async,
-    step_sync,
-)
+from replay.engine.player import Played, Player
 from replay.model import Request, Response, StreamEnd
 from replay.redact import Redactor
 
 if TYPE_CHECKING:
+    from replay.engine.stepper import Step, Stepper
     from replay.faults import FaultLike, Injector
 
 __all__ = ["AsyncReplayTransport", "ReplayTransport", "play_async", "play_sync"]
@@ -49,20 +41,33 @@ def _read_timeout(request: Any) -> float | None:
     return float(read) if isinstance(read, (int, float)) else None
 
 
+def _stepping() -> ModuleType:
+    """`replay.engine.stepper`, imported by the first response that steps (see the module's
+    docstring)."""
+    from replay.engine import stepper
+
+    return stepper
+
+
 def _stepper(request: Any, played: Played, schedule: Schedule | None) -> Stepper:
+    steps = _stepping()
     response, stalls = played.response, played.stall_steps
     if not stalls:
-        return Stepper(response, schedule)
-    return Stepper(
-        response, schedule, timeouts=read_timeouts(response, stalls, _read_timeout(request))
-    )
+        return steps.Stepper(response, schedule)  # type: ignore[no-any-return]
+    timeouts = steps.read_timeouts(response, stalls, _read_timeout(request))
+    return steps.Stepper(response, schedule, timeouts=timeouts)  # type: ignore[no-any-return]
 
 
-def _data_or_end(module: ModuleType, step: Step) -> bytes | None:
-    """A chunk's bytes; None at a clean end; raise a recorded error as the library's own."""
-    if isinstance(step, Data):
-        return step.data
-    if isinstance(step, End) and step.error is not None:
+def _data_or_end(module: ModuleType, steps: ModuleType, step: Step) -> bytes | None:
+    """A chunk's bytes; None at a clean end; raise a recorded error as the library's own.
+
+    Args:
+        steps: `replay.engine.stepper`, whose step classes `step` is of.
+    """
+    if isinstance(step, steps.Data):
+        data: bytes = step.data
+        return data
+    if isinstance(step, steps.End) and step.error is not None:
         raise error_class(module, step.error)(step.message)
     return None
 
@@ -73,6 +78,7 @@ class _SyncReplay:
 
     def __init__(self, module: ModuleType, stepper: Stepper, clock: Clock) -> None:
         self.module = module
+        self.steps = _stepping()
         self.stepper = stepper
         self.clock = clock
 
@@ -86,10 +92,11 @@ class _SyncReplay:
             if stepper.closed:
                 return
             yield data
-        _data_or_end(self.module, stepper.next())
+        _data_or_end(self.module, self.steps, stepper.next())
 
     def __next__(self) -> bytes:
-        data = _data_or_end(self.module, step_sync(self.stepper, self.clock))
+        step = self.steps.step_sync(self.stepper, self.clock)
+        data = _data_or_end(self.module, self.steps, step)
         if data is None:
             raise StopIteration
         return data
@@ -103,6 +110,7 @@ class _AsyncReplay:
 
     def __init__(self, module: ModuleType, stepper: Stepper, clock: Clock) -> None:
         self.module = module
+        self.steps = _stepping()
         self.stepper = stepper
         self.clock = clock
 
@@ -110,7 +118,8 @@ class _AsyncReplay:
         return self
 
     async def __anext__(self) -> bytes:
-        data = _data_or_end(self.module, await step_async(self.stepper, self.clock))
+        step = await self.steps.step_async(self.stepper, self.clock)
+        data = _data_or_end(self.module, self.steps, step)
         if data is None:
             raise StopAsyncIteration
         return data
@@ -183,7 +192,7 @@ def play_sync(request: Any, played: Played, schedule: Schedule | None, clock: Cl
     if schedule is None and not played.stall_steps:  # nothing waits: no Stepper needed
         return _response(module, response, instant(response.chunks.payloads, response.end))
     stepper = _stepper(request, played, schedule)
-    step_sync(stepper, clock)  # the headers
+    _stepping().step_sync(stepper, clock)  # the headers
     return _response(
         module, played.response, sync_stream(module, _SyncReplay(module, stepper, clock))
     )
@@ -193,7 +202,7 @@ async def play_async(request: Any, played: Played, schedule: Schedule | None, cl
     """Async twin of `play_sync`."""
     module = module_of(request)
     stepper = _stepper(request, played, schedule)
-    await step_async(stepper, clock)  # the headers
+    await _stepping().step_async(stepper, clock)  # the headers
     return _response(
         module, played.response, async_stream(module, _AsyncReplay(module, stepper, clock))
     )

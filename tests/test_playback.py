@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import statistics
+import subprocess
+import sys
 import time
 import zlib
 from collections.abc import Callable
@@ -443,3 +445,23 @@ def test_real_clock_replay_takes_the_recorded_time_over_speed(
     ]
     assert statistics.median(errors) < 0.010
     assert max(errors) < 0.1
+
+
+def test_an_instant_sync_replay_never_imports_the_stepper_nor_compiles_key_shapes() -> None:
+    """What a test suite's replay imports and compiles, it pays for in every run."""
+    code = f"""
+import sys
+import httpx
+import replay
+from replay import _secret_shapes
+cassette = replay.Cassette([replay.Interaction(
+    replay.Request(method="POST", url={URL!r}, headers=[("content-type", "application/json")],
+                   body={BODY!r}),
+    replay.Response(status=200, chunks=[replay.Chunk(0.1, b"data: x\\n\\n")]))])
+with httpx.Client(transport=replay.ReplayTransport(cassette, speed="instant")) as client:
+    with client.stream("POST", {URL!r}, content={BODY!r}, headers={JSON!r}) as response:
+        assert list(response.iter_bytes()) == [b"data: x\\n\\n"]
+assert "replay.engine.stepper" not in sys.modules
+assert sorted(_secret_shapes._COMPILED) == ["MAY_HOLD_KEY", "MAY_HOLD_KEY_BYTES"]
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
