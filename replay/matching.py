@@ -29,7 +29,7 @@ from replay.redact import Redactor
 if TYPE_CHECKING:
     from replay.model import Request
 
-__all__ = ["DEFAULT_MATCH_ON", "MatchIndex", "MatchOn", "Matcher"]
+__all__ = ["DEFAULT_MATCH_ON", "MatchIndex", "MatchOn", "Matcher", "keyed_by_request"]
 
 Matcher = str | Callable[[Any, Any], Any]
 MatchOn = Sequence[Matcher]
@@ -283,6 +283,21 @@ class _Plan:
 def _plan(match_on: tuple[Matcher, ...]) -> _Plan:
     """The plan of `match_on`, made once: every cassette of a suite asks the same."""
     return _Plan(match_on)
+
+
+@functools.lru_cache(maxsize=64)
+def _keyed_by_request(match_on: tuple[Matcher, ...]) -> bool:
+    plan = _plan(match_on)  # (which checks the names)
+    return not plan.callables and "headers" not in plan.names
+
+
+def keyed_by_request(match_on: MatchOn) -> bool:
+    """Whether, under `match_on`, two requests of the same method, URL and body bytes always
+    match (its keys are made of nothing else: no headers, no callables)."""
+    try:
+        return _keyed_by_request(tuple(match_on))
+    except TypeError:  # an unhashable callable
+        return False
 
 
 class MatchIndex:

@@ -521,3 +521,74 @@ def test_thousand_body_distinct_interactions_replay_at_mock_transport_speed() ->
     assert answers == [b"data: %d\n\n" % i for i in order]
     assert cassette.all_played
     assert replay_time < 20 * mock_time, f"{replay_time:.3f} s vs {mock_time:.3f} s"
+
+
+def _by_index(
+    requests: Sequence[replay.Request],
+    asked: Sequence[replay.Request],
+    match_on: Sequence[Any],
+    repeats: bool,
+    among_first: int | None,
+) -> list[int | None]:
+    """What the match index alone answers to `asked`, in turn."""
+    index = MatchIndex(requests, match_on=match_on, allow_playback_repeats=repeats)
+    counts = [0] * len(requests)
+    answers = []
+    for request in asked:
+        found = index.take(request, counts, among_first=among_first)
+        if found is not None:
+            counts[found] += 1
+        answers.append(found)
+    return answers
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_small_cassette_answers_as_its_index_would(seed: int) -> None:
+    # A small cassette first compares a request with its first unplayed interaction, byte
+    # for byte, and builds no index when that answers: the answers must be the index's,
+    # JSON-equal bodies of other bytes, headers and callables matched on, repeats included.
+    chance = random.Random(seed)
+    bodies = [b'{"a": 1}', b'{"a":1}', b'{"b": 2}', b"plain", b""]
+    urls = [URL, URL + "?x=1", "http://other.test/v1"]
+    headers = [JSON, (("content-type", "text/plain"),)]
+
+    def request() -> replay.Request:
+        return replay.Request(
+            method=chance.choice(["POST", "post", "GET"]),
+            url=chance.choice(urls),
+            headers=chance.choice(headers),
+            body=chance.choice(bodies),
+        )
+
+    recorded = [request() for _ in range(chance.randint(1, 6))]
+    asked = [chance.choice(recorded) if chance.random() < 0.7 else request() for _ in range(8)]
+    match_on = chance.choice(
+        [
+            replay.DEFAULT_MATCH_ON,
+            ("method", "path"),
+            ("method", "uri", "headers"),
+            ("body",),
+            (*replay.DEFAULT_MATCH_ON, lambda new, old: new.method == old.method),
+        ]
+    )
+    repeats = chance.random() < 0.3
+    among_first = chance.choice([None, len(recorded), max(0, len(recorded) - 1)])
+    cassette = replay.Cassette(
+        [replay.Interaction(r, replay.Response(status=200)) for r in recorded],
+        match_on=match_on,
+        allow_playback_repeats=repeats,
+    )
+    answers = [cassette.find(r, among_first=among_first) for r in asked]
+    assert answers == _by_index(recorded, asked, match_on, repeats, among_first)
+
+
+def test_a_cassette_replayed_in_its_order_builds_no_index() -> None:
+    bodies = [b'{"n": 1}', b'{"n": 2}', b'{"n":1}']
+    cassette = replay.Cassette([interaction(body, body) for body in bodies])
+    played = [cassette.find(recorded.request) for recorded in cassette.interactions]
+    assert played == [0, 1, 2]
+    assert cassette._index is None  # (the speed this is for: no key was made)
+    # Other bytes than the first unplayed one's: the index answers (its JSON-equal first).
+    again = replay.Cassette([interaction(body, body) for body in bodies])
+    assert again.find(again.interactions[2].request) == 0
+    assert again._index is not None
