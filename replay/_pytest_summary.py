@@ -9,15 +9,16 @@ tests is judged on what all of them played.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
 from typing import Any
 
 __all__ = ["SessionLog", "SessionRecord"]
 
 
-@dataclass(frozen=True)
 class SessionRecord:
     """One use of one cassette.
+
+    A plain class, not a dataclass: making a dataclass costs about as much as a hundred
+    sessions' records, in the first cassette's import of every run.
 
     Attributes:
         path: the cassette, as shown (relative to the rootdir when under it).
@@ -30,18 +31,30 @@ class SessionRecord:
         judged: False when a request had no match: what it left unplayed says nothing then.
     """
 
-    path: str
-    test: str = ""
-    replayed: int = 0
-    recorded: int = 0
-    saved: bool = False
-    loaded: int = 0
-    unplayed: tuple[tuple[int, str], ...] = ()
-    judged: bool = True
+    __slots__ = ("judged", "loaded", "path", "recorded", "replayed", "saved", "test", "unplayed")
+
+    def __init__(
+        self,
+        path: str,
+        test: str = "",
+        replayed: int = 0,
+        recorded: int = 0,
+        saved: bool = False,
+        loaded: int = 0,
+        unplayed: tuple[tuple[int, str], ...] = (),
+        judged: bool = True,
+    ) -> None:
+        self.path = path
+        self.test = test
+        self.replayed = replayed
+        self.recorded = recorded
+        self.saved = saved
+        self.loaded = loaded
+        self.unplayed = unplayed
+        self.judged = judged
 
     def to_dict(self) -> dict[str, object]:
         """Plain data (what xdist can serialize)."""
-        # Shallow: every field is a scalar or a tuple of scalars (`asdict` copies deeply).
         return {name: getattr(self, name) for name in _FIELDS}
 
     @classmethod
@@ -50,15 +63,26 @@ class SessionRecord:
         unplayed = tuple((int(index), str(request)) for index, request in data["unplayed"])
         return cls(**{**data, "unplayed": unplayed})
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not SessionRecord:
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in _FIELDS)
 
-_FIELDS = tuple(f.name for f in fields(SessionRecord))
+    __hash__ = None  # type: ignore[assignment]  # (equal by value, and mutable)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _FIELDS)
+        return f"SessionRecord({fields})"
 
 
-@dataclass
+_FIELDS = ("path", "test", "replayed", "recorded", "saved", "loaded", "unplayed", "judged")
+
+
 class SessionLog:
     """The records of every session of a run."""
 
-    records: list[SessionRecord] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.records: list[SessionRecord] = []
 
     def add(self, record: SessionRecord) -> None:
         """Add one session's record."""
