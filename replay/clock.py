@@ -11,11 +11,14 @@ from __future__ import annotations
 import math
 import numbers
 import time
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from replay.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from replay._virtual_clock import VirtualClock
 
 __all__ = [
     "INSTANT",
@@ -114,32 +117,6 @@ class MonotonicClock:
         await anyio.sleep(seconds)
 
 
-@attrs.define
-class VirtualClock:
-    """A clock that moves only when slept on: exact, instant schedules for tests."""
-
-    time: float = 0.0
-    sleeps: list[float] = attrs.field(factory=list)
-
-    def now(self) -> float:
-        """The virtual time."""
-        return self.time
-
-    def sleep(self, seconds: float) -> None:
-        """Advance the virtual time by `seconds`, at once (negative: ValueError, as time.sleep)."""
-        if not seconds >= 0:
-            raise ValueError(f"cannot sleep a negative time: {seconds!r} s")
-        self.sleeps.append(seconds)
-        self.time += seconds
-
-    async def asleep(self, seconds: float) -> None:
-        """Advance the virtual time by `seconds`, yielding to the event loop once."""
-        self.sleep(seconds)
-        import anyio.lowlevel
-
-        await anyio.lowlevel.checkpoint()
-
-
 @attrs.frozen
 class Schedule:
     """When each recorded moment is due, for one replayed response.
@@ -167,3 +144,13 @@ class Schedule:
     def delay(self, at: float, now: float) -> float:
         """How long to wait at clock reading `now` for recorded time `at` (never negative)."""
         return max(0.0, self.start + at / self.speed - now)
+
+
+def __getattr__(name: str) -> Any:
+    # `VirtualClock` is made when first asked for: a suite that replays never needs it, and
+    # making an attrs class costs every run's first cassette about 0.5 ms.
+    if name == "VirtualClock":
+        from replay._virtual_clock import VirtualClock
+
+        return VirtualClock
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

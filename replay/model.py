@@ -11,9 +11,12 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, overload
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import attrs
+
+if TYPE_CHECKING:
+    from replay._timed_event import TimedEvent
 
 __all__ = [
     "Chunk",
@@ -392,17 +395,6 @@ def _valid_status(_instance: Response, _attribute: object, status: int) -> None:
 
 
 @attrs.frozen(kw_only=True)
-class TimedEvent:
-    """A server-sent event and the time its completing chunk arrived."""
-
-    at: float
-    event: str
-    data: str
-    id: str = ""
-    retry: int | None = None
-
-
-@attrs.frozen(kw_only=True)
 class Response:
     """A recorded response: status and headers, then the body as timed chunks, then its end.
 
@@ -531,3 +523,13 @@ def _interaction_of(
     set_request(made, request)
     set_response(made, response)
     return made
+
+
+def __getattr__(name: str) -> Any:
+    # `TimedEvent` is made when first asked for (reading a body's events): a suite that only
+    # replays never needs it, and making an attrs class costs its first cassette ~0.5 ms.
+    if name == "TimedEvent":
+        from replay._timed_event import TimedEvent
+
+        return TimedEvent
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
