@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pytest
 
 if TYPE_CHECKING:
-    from replay._pytest_summary import SessionLog
+    from replay._pytest_summary import SessionLog, SessionRecord
     from replay.cassette import Cassette
     from replay.session import CassetteSession
 
@@ -340,6 +340,8 @@ class _Run:
         self.item: pytest.Item | None = None
         self._log: SessionLog | None = None
         self._holding = False  # holding the transport patches for the next test
+        # The records this process put on its tests' reports, by id of their data.
+        self._made: dict[int, tuple[dict[str, object], SessionRecord]] = {}
 
     @property
     def log(self) -> SessionLog:
@@ -383,7 +385,9 @@ class _Run:
             judged=not session.mismatches,
         )
         if self.item is not None:
-            self.item.user_properties.append(("replay", record.to_dict()))
+            data = record.to_dict()
+            self.item.user_properties.append(("replay", data))
+            self._made[id(data)] = (data, record)  # (its report comes back here: no re-parse)
         else:
             self.log.add(record)
 
@@ -444,7 +448,12 @@ class _Run:
             if name == "replay" and isinstance(value, dict):
                 from replay._pytest_summary import SessionRecord
 
-                self.log.add(SessionRecord.from_dict(value))
+                # (`_made` holds `data` until here: no other dict can have its id meanwhile)
+                made = self._made.pop(id(value), None)
+                if made is not None and made[0] is value:
+                    self.log.add(made[1])
+                else:  # another process's (an xdist worker's)
+                    self.log.add(SessionRecord.from_dict(value))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
