@@ -183,6 +183,9 @@ class Advice:
         fields = f"record={self.record!r}, repeat={self.repeat!r}"
         return f"Advice({fields}, ignore_host={self.ignore_host!r})"
 
+    def __reduce__(self) -> tuple[type[Advice], tuple[str, str, str]]:
+        return (Advice, self._fields())  # (pickle and copy: no setattr)
+
 
 _LIBRARY_ADVICE = Advice()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import pickle
 from fractions import Fraction
 
 import anyio
@@ -125,6 +126,17 @@ def test_schedule_delay_depends_on_the_deadline_not_on_past_lateness() -> None:
 def test_schedule_rejects_a_non_positive_speed(speed: float) -> None:
     with pytest.raises(ValueError, match="speed"):
         Schedule(start=0.0, speed=speed)
+
+
+def test_a_schedule_is_an_immutable_value() -> None:
+    schedule = Schedule(start=1.0, speed=2.0)
+    assert schedule == Schedule(1.0, 2.0)
+    assert hash(schedule) == hash(Schedule(1.0, 2.0))
+    assert schedule != Schedule(1.0, 3.0)
+    assert repr(schedule) == "Schedule(start=1.0, speed=2.0)"
+    assert pickle.loads(pickle.dumps(schedule)) == schedule
+    with pytest.raises(AttributeError):
+        schedule.speed = 3.0
 
 
 # -- clocks ---------------------------------------------------------------------------------------

@@ -54,3 +54,17 @@ def test_an_error_raised_in_a_pool_worker_reaches_the_caller() -> None:
         result = pool.map_async(_blocked, [0])
         with pytest.raises(replay.NetworkBlockedError, match=r"GET https://api\.test/ was refused"):
             result.get(timeout=60)
+
+
+def test_advice_is_an_immutable_value() -> None:
+    from replay.errors import Advice
+
+    assert Advice() == Advice()
+    assert hash(Advice()) == hash(Advice())
+    assert Advice() != COMMAND_ADVICE
+    assert pickle.loads(pickle.dumps(COMMAND_ADVICE)) == COMMAND_ADVICE
+    assert repr(Advice(record="r", repeat="p", ignore_host="h")) == (
+        "Advice(record='r', repeat='p', ignore_host='h')"
+    )
+    with pytest.raises(AttributeError):
+        COMMAND_ADVICE.record = "x"
