@@ -301,7 +301,7 @@ def settings(quick: bool, vcrpy_all: bool) -> Settings:
         pure_yaml=True,
         proxy_seconds=30.0,
         startup_repeats=15,
-        suite_rounds=5,
+        suite_rounds=11,
         recording_repeats=7,
         first_event_repeats=30,
         serve_seconds=10.0,
