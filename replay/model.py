@@ -115,14 +115,7 @@ class Request:
             return cls(method=method, url=url, headers=headers, body=body)  # the error says why
         # Valid by construction (str pairs decoded from latin-1 bytes): the validators and the
         # header converter, half of this call's cost once per replayed request, are skipped.
-        made = object.__new__(cls)
-        # What attrs' own __init__ does on a frozen class, by the slots' own setters.
-        set_method, set_url, set_headers, set_body = _REQUEST_SLOTS
-        set_method(made, method)
-        set_url(made, url)
-        set_headers(made, headers)
-        set_body(made, body)
-        return made
+        return _request_of(method, url, headers, body, cls)
 
     def header(self, name: str) -> str | None:
         """The first value of header `name` (case-insensitive), or None."""
@@ -135,10 +128,14 @@ _REQUEST_SLOTS: tuple[Callable[[Request, Any], None], ...] = tuple(
 )
 
 
-def _request_of(method: str, url: str, headers: Headers, body: bytes) -> Request:
+def _request_of(
+    method: str, url: str, headers: Headers, body: bytes, cls: type[Request] = Request
+) -> Request:
     """`Request(...)` of values its validators and converter would leave as they are (the
-    loader checked them): made without running them again."""
-    made = object.__new__(Request)
+    loader checked them, or httpx made them): made without running them again, by the
+    slots' own setters, as attrs' own `__init__` does on a frozen class. (Unrolled here and
+    below: a loop over the setters cost loading a test's cassette 20k instructions more.)"""
+    made = object.__new__(cls)
     set_method, set_url, set_headers, set_body = _REQUEST_SLOTS
     set_method(made, method)
     set_url(made, url)
