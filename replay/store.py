@@ -59,7 +59,9 @@ def load_interactions(path: str | Path) -> list[Interaction]:
         CassetteFormatError: the file is not a complete, well-formed cassette this version
             reads, or loading it would take far more memory than its size can justify.
     """
-    with open(path, "rb") as file:  # (not `Path(path).read_bytes()`: a Path less to make)
+    # (Unbuffered: the whole file is read at once, and a buffer object less is made; not
+    # `Path(path).read_bytes()`: a Path less to make.)
+    with open(path, "rb", buffering=0) as file:
         data = file.read()
     if not data:
         raise CassetteFormatError(path, "the file is empty")
