@@ -183,12 +183,9 @@ def holds_key(text: str) -> bool:
 
 def hide_shapes(text: str) -> str:
     """`text` with each well-known key replaced; `text` itself when it holds none."""
-    if _pattern("MAY_HOLD_KEY").search(text) is None:
+    if not holds_key(text):
         return text
-    shapes = _pattern("SHAPES")
-    if shapes.search(text) is None:
-        return text
-    return shapes.sub(PLACEHOLDER, text)
+    return _pattern("SHAPES").sub(PLACEHOLDER, text)
 
 
 def _keep_scheme(match: re.Match[str]) -> str:

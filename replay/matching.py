@@ -258,7 +258,15 @@ class _Plan:
     as one tuple (an order of our own: only equality of whole keys matters).
     """
 
-    __slots__ = ("by_body", "by_method", "callables", "names", "request_keys", "url_keys")
+    __slots__ = (
+        "by_body",
+        "by_method",
+        "callables",
+        "keyed_by_request",
+        "names",
+        "request_keys",
+        "url_keys",
+    )
 
     def __init__(self, match_on: tuple[Matcher, ...]) -> None:
         unknown = [m for m in match_on if not callable(m) and m not in _NAMES]
@@ -277,6 +285,8 @@ class _Plan:
         ]
         self.by_body = "body" in self.names
         self.url_keys = [_URL_KEYS[n] for n in self.names if n in _URL_KEYS]
+        #: Whether the key is made of the method, URL and body alone (`keyed_by_request`).
+        self.keyed_by_request = not self.callables and "headers" not in self.names
 
 
 @functools.lru_cache(maxsize=64)
@@ -285,19 +295,18 @@ def _plan(match_on: tuple[Matcher, ...]) -> _Plan:
     return _Plan(match_on)
 
 
-@functools.lru_cache(maxsize=64)
-def _keyed_by_request(match_on: tuple[Matcher, ...]) -> bool:
-    plan = _plan(match_on)  # (which checks the names)
-    return not plan.callables and "headers" not in plan.names
+def _plan_of(match_on: tuple[Matcher, ...]) -> _Plan:
+    """`_plan(match_on)`, or a plan made afresh for an unhashable callable."""
+    try:
+        return _plan(match_on)
+    except TypeError:
+        return _Plan(match_on)
 
 
 def keyed_by_request(match_on: MatchOn) -> bool:
     """Whether, under `match_on`, two requests of the same method, URL and body bytes always
     match (its keys are made of nothing else: no headers, no callables)."""
-    try:
-        return _keyed_by_request(tuple(match_on))
-    except TypeError:  # an unhashable callable
-        return False
+    return _plan_of(tuple(match_on)).keyed_by_request
 
 
 class MatchIndex:
@@ -322,10 +331,7 @@ class MatchIndex:
                 f"write ({match_on!r},)"
             )
         self._match_on = tuple(match_on)
-        try:
-            plan = _plan(self._match_on)
-        except TypeError:  # an unhashable callable
-            plan = _Plan(self._match_on)
+        plan = _plan_of(self._match_on)
         self._names = plan.names
         self._callables = plan.callables
         self._repeats = allow_playback_repeats
