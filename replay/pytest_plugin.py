@@ -320,12 +320,13 @@ def _uses_cassette(item: pytest.Item) -> bool:
     return "cassette" in getattr(item, "fixturenames", ())
 
 
-def _display(path: Path, rootpath: Path) -> str:
-    shown, root = str(path), str(rootpath)
+def _display(path: Path, root: str) -> str:
+    """`path` as the summary shows it: relative to the rootdir `root` when under it."""
+    shown = str(path)
     if shown.startswith(root) and shown[len(root) : len(root) + 1] == os.sep:
         return shown[len(root) + 1 :]  # (what `relative_to` gives, without its cost)
     try:
-        return str(path.relative_to(rootpath))
+        return str(path.relative_to(root))
     except ValueError:
         return shown
 
@@ -337,6 +338,7 @@ class _Run:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        self._root = str(config.rootpath)
         self.item: pytest.Item | None = None
         self._log: SessionLog | None = None
         self._holding = False  # holding the transport patches for the next test
@@ -375,7 +377,7 @@ class _Run:
             if counts[index] == 0
         ]
         record = SessionRecord(
-            path=_display(session.path, self.config.rootpath),
+            path=_display(session.path, self._root),
             test=self.item.nodeid if self.item is not None else "",
             replayed=cassette.play_count,
             recorded=len(cassette.recorded),
@@ -446,13 +448,13 @@ class _Run:
             return
         for name, value in report.user_properties:
             if name == "replay" and isinstance(value, dict):
-                from replay._pytest_summary import SessionRecord
-
                 # (`_made` holds `data` until here: no other dict can have its id meanwhile)
                 made = self._made.pop(id(value), None)
                 if made is not None and made[0] is value:
                     self.log.add(made[1])
                 else:  # another process's (an xdist worker's)
+                    from replay._pytest_summary import SessionRecord
+
                     self.log.add(SessionRecord.from_dict(value))
 
     @pytest.hookimpl(tryfirst=True)
@@ -469,15 +471,16 @@ class _Run:
         terminalreporter.write_sep("-", "replay")
         for line in self._log.summary_lines():
             terminalreporter.write_line(line)
+        if not _option(self.config, "strict_cassettes", "replay_strict_cassettes"):
+            return
         unplayed = self._log.unplayed()
-        if unplayed and _option(self.config, "strict_cassettes", "replay_strict_cassettes"):
-            for path in sorted(unplayed):
-                users = ", ".join(self._log.users(path)) or "no test"
-                terminalreporter.write_line(
-                    f"replay: error: {path} has {len(unplayed[path])} interaction(s) no test "
-                    f"played (--strict-cassettes); used by {users}",
-                    red=True,
-                )
+        for path in sorted(unplayed):
+            users = ", ".join(self._log.users(path)) or "no test"
+            terminalreporter.write_line(
+                f"replay: error: {path} has {len(unplayed[path])} interaction(s) no test "
+                f"played (--strict-cassettes); used by {users}",
+                red=True,
+            )
 
 
 def _explain_failure(item: pytest.Item, session: CassetteSession, report: Any) -> None:
