@@ -32,6 +32,7 @@ from typing import Any, Final
 
 import anyio
 
+from replay import patch
 from replay._httpmod import headers_of, interrupt
 from replay.engine.recorder import Recording
 
@@ -66,7 +67,8 @@ class _Workers:
 
     Each body is read in an empty `contextvars` context, as in a thread of its own; the
     threads are started from an empty one too, so that they carry no session (`replay.patch`
-    notes the sessions of the context that starts a thread) from one body to the next.
+    notes the sessions of the context that starts a thread) from one body to the next: a
+    job brings its own (`patch.carried`).
     """
 
     def __init__(self) -> None:
@@ -183,7 +185,9 @@ class ThreadReader:
         self._reading = upstream is not None  # the thread may be blocked reading it
         self.over = False  # the client took the last item
         self._done = threading.Event()  # the thread let go of the body (and is idle again)
-        _WORKERS.run(self._run, self._put, self._done)
+        # (In the sessions of the client's context: a `before_record` hook that sends runs
+        # in the session that recorded, as it did in a thread started for the body.)
+        _WORKERS.run(patch.carried(self._run), self._put, self._done)
 
     # -- the thread --------------------------------------------------------------------------
 

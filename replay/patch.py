@@ -37,7 +37,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from replay._on_import import PatchOnImport
 from replay.errors import AmbiguousSessionError
@@ -46,6 +46,7 @@ __all__ = [
     "ADAPTERS",
     "Router",
     "bypassed",
+    "carried",
     "current",
     "hold",
     "install",
@@ -55,6 +56,8 @@ __all__ = [
     "set_front",
     "uninstall",
 ]
+
+T = TypeVar("T")
 
 _MODULES = ("httpx", "httpx2")
 
@@ -163,15 +166,20 @@ def _start(original: Callable[[threading.Thread], None]) -> Callable[[threading.
 
 def _submit(original: Callable[..., Any]) -> Callable[..., Any]:
     def submit(self: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        stack = _stack()
-        if stack:
-            fn = functools.partial(_run_with, stack, fn)
-        return original(self, fn, *args, **kwargs)
+        return original(self, carried(fn), *args, **kwargs)
 
     return submit
 
 
-def _run_with(stack: Stack, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def carried(fn: Callable[..., T]) -> Callable[..., T]:
+    """`fn`, made to run in this context's sessions wherever it is called, as a thread
+    started here would (`fn` itself when there are none): for work handed to a thread
+    that lives on, such as a pool's."""
+    stack = _stack()
+    return functools.partial(_run_with, stack, fn) if stack else fn
+
+
+def _run_with(stack: Stack, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     token = _context.set(stack)
     try:
         return fn(*args, **kwargs)

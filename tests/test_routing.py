@@ -224,6 +224,38 @@ def test_a_thread_started_inside_a_session_records_into_it(
     assert saved_bodies(other) == []
 
 
+def test_a_before_record_hook_sends_within_its_recordings_session(
+    origin: Origin, tmp_path: Path
+) -> None:
+    """The hook runs in the thread that read the body, which belongs to the session that
+    recorded it: a request the hook sends goes there too, though another session is active."""
+    inside, other = tmp_path / "inside.msgpack", tmp_path / "other.msgpack"
+    other_entered, release = threading.Event(), threading.Event()
+
+    def hold_other_session() -> None:
+        with replay.use_cassette(other):
+            other_entered.set()
+            release.wait(TIMEOUT)
+
+    def hook(interaction: replay.Interaction) -> replay.Interaction:
+        if interaction.request.body == b"inside":
+            httpx.post(f"{origin.url}/echo", content=b"from the hook")
+        return interaction
+
+    holder = threading.Thread(target=hold_other_session)
+    holder.start()
+    try:
+        assert other_entered.wait(TIMEOUT)
+        with httpx.Client() as client, replay.use_cassette(inside, before_record=hook):
+            assert client.post(f"{origin.url}/echo", content=b"inside").content == b"inside"
+    finally:
+        release.set()
+        holder.join(TIMEOUT)
+
+    assert sorted(saved_bodies(inside)) == [b"from the hook", b"inside"]
+    assert saved_bodies(other) == []
+
+
 def test_a_thread_started_outside_while_two_sessions_are_active_is_refused(
     origin: Origin, tmp_path: Path
 ) -> None:
