@@ -23,8 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qsl, urlsplit
 
-from replay.errors import ALREADY_PLAYED, ConfigurationError
-from replay.redact import Redactor
+from replay.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from replay.model import Request
@@ -39,15 +38,6 @@ MatchOn = Sequence[Matcher]
 DEFAULT_MATCH_ON: tuple[str, ...] = ("method", "scheme", "host", "port", "path", "query", "body")
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-
-#: What a "no match" explanation shows of both requests: their redacted form.
-_SHOWN = Redactor()
-#: The "matcher" named when two requests differ only where redaction hides a value.
-_HIDDEN_VALUE = "a hidden value"
-_RECORD_AGAIN = (
-    "the requests differ only where a secret is redacted, which the cassette holds "
-    "unredacted (recorded by an older replay?): record it again"
-)
 
 # One encoder, made once: `json.dumps` with options builds a new one per call. A parsed
 # body holds no cycle, so the check for one is left out.
@@ -194,7 +184,7 @@ _REQUEST_KEYS: dict[str, Callable[[Request], object]] = {
 _NAMES = sorted(_URL_KEYS.keys() | _REQUEST_KEYS.keys())
 
 
-def _named_keys(names: Sequence[str], request: Request) -> list[object]:
+def named_keys(names: Sequence[str], request: Request) -> list[object]:
     """The key of each named matcher for `request`, in the order of `names`."""
     if _URL_KEYS.keys().isdisjoint(names):
         return [_REQUEST_KEYS[name](request) for name in names]
@@ -203,40 +193,6 @@ def _named_keys(names: Sequence[str], request: Request) -> list[object]:
         _URL_KEYS[name](parts) if name in _URL_KEYS else _REQUEST_KEYS[name](request)
         for name in names
     ]
-
-
-def _to_vcr(request: Request) -> Any:
-    from vcr.request import Request as VcrRequest
-
-    return VcrRequest(request.method, request.url, request.body, dict(request.headers))
-
-
-def _vcr_matcher(matcher: Matcher) -> Callable[[Any, Any], Any]:
-    if callable(matcher):
-        if hasattr(matcher, "__name__"):
-            return matcher
-
-        # vcrpy names each failure by `__name__`, which partials and callable objects lack.
-        def named(new: Any, recorded: Any) -> Any:
-            return matcher(new, recorded)
-
-        named.__name__ = repr(matcher)
-        return named
-    import vcr.matchers
-
-    function: Callable[[Any, Any], Any] = getattr(vcr.matchers, matcher)
-    return function
-
-
-def _short(value: object, limit: int = 80) -> str:
-    """A matcher's key as a person reads it: a body as its text, not its Python repr."""
-    if isinstance(value, tuple) and len(value) == 2 and value[0] in ("raw", "json"):
-        value = value[1]
-    if isinstance(value, bytes):
-        text = value.decode("utf-8", "backslashreplace")
-    else:
-        text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 class _Bucket:
@@ -276,7 +232,11 @@ class _Plan:
                 "or a callable (new_request, recorded_request)"
             )
         self.names = [m for m in match_on if isinstance(m, str)]
-        self.callables = [_vcr_matcher(m) for m in match_on if callable(m)]
+        self.callables: list[Callable[[Any, Any], Any]] = []
+        if len(self.names) < len(match_on):
+            from replay._vcr_matching import vcr_matcher
+
+            self.callables = [vcr_matcher(m) for m in match_on if callable(m)]
         self.by_method = "method" in self.names
         self.request_keys = [
             _REQUEST_KEYS[n]
@@ -469,9 +429,9 @@ class MatchIndex:
             return True
         from vcr.matchers import requests_match
 
-        return bool(
-            requests_match(_to_vcr(request), _to_vcr(self._requests[index]), self._callables)
-        )
+        from replay._vcr_matching import to_vcr
+
+        return bool(requests_match(to_vcr(request), to_vcr(self._requests[index]), self._callables))
 
     def explain(
         self, request: Request, play_counts: Sequence[int]
@@ -480,35 +440,13 @@ class MatchIndex:
 
         Nearest: the most matchers passing, unplayed interactions first, then earliest.
         """
-        if not self._requests:
-            return None, []
-        keys = _named_keys(self._names, request)
+        from replay._vcr_matching import explain
 
-        def score(index: int) -> tuple[int, int, int]:
-            recorded = _named_keys(self._names, self._requests[index])
-            passing = sum(k == r for k, r in zip(keys, recorded, strict=True))
-            return (passing, int(play_counts[index] == 0 or self._repeats), -index)
-
-        nearest = max(range(len(self._requests)), key=score)
-        differs = keys != _named_keys(self._names, self._requests[nearest])
-        # Both sides as redaction shows them, so that the message never echoes a secret,
-        # not even one that a cassette recorded before it was redacted holds.
-        request, recorded = _SHOWN.request(request), _SHOWN.request(self._requests[nearest])
-        from vcr.matchers import get_matchers_results
-
-        matchers = [_vcr_matcher(m) for m in self._match_on]
-        _, failures = get_matchers_results(_to_vcr(request), _to_vcr(recorded), matchers)
-        differences = [(name, message or "differs") for name, message in failures]
-        if not differences:  # vcrpy's matcher is looser than our key (e.g. blank query values)
-            shown_keys = _named_keys(self._names, request)
-            recorded_keys = _named_keys(self._names, recorded)
-            differences = [
-                (name, f"{_short(key)} != {_short(theirs)}")
-                for name, key, theirs in zip(self._names, shown_keys, recorded_keys, strict=True)
-                if key != theirs
-            ]
-        if not differences and differs:  # in a value the cassette holds and redaction hides
-            differences = [(_HIDDEN_VALUE, _RECORD_AGAIN)]
-        if not differences and play_counts[nearest] > 0:
-            differences = [(ALREADY_PLAYED, "it answered an earlier request")]
-        return f"{recorded.method} {recorded.url}", differences
+        return explain(
+            request,
+            self._requests,
+            play_counts,
+            names=self._names,
+            match_on=self._match_on,
+            repeats=self._repeats,
+        )
