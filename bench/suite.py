@@ -301,10 +301,18 @@ def suite_contenders(folders: dict[str, Path]) -> list[Contender]:
 
 
 PARTS = (
-    ("plugin", ("replay/pytest_plugin.py", "replay/_suite.py", "replay/_pytest_summary.py")),
+    (
+        "plugin",
+        (
+            "replay/pytest_plugin.py",
+            "replay/_pytest_run.py",
+            "replay/_suite.py",
+            "replay/_pytest_summary.py",
+        ),
+    ),
     ("session", ("replay/session.py", "replay/modes.py")),
     ("loading", ("replay/store.py", "replay/_load.py", "replay/_validate.py", "replay/_walk.py")),
-    ("match index", ("replay/matching.py",)),
+    ("match index", ("replay/matching.py", "replay/_match_keys.py")),
     ("patches", ("replay/patch.py",)),
     ("redaction", ("replay/redact.py", "replay/_secret_shapes.py")),
     ("lookup and play", ("replay/cassette.py", "replay/engine/", "replay/playback.py")),

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from replay._match_keys import named_keys
 from replay.errors import ALREADY_PLAYED
-from replay.matching import named_keys
 from replay.redact import Redactor
 
 if TYPE_CHECKING:

@@ -5,24 +5,30 @@ Matchers are vcrpy's, by name (`method`, `scheme`, `host`, `port`, `path`, `quer
 or raise AssertionError. For speed, each named matcher is turned into a key: interactions
 are bucketed by the tuple of keys, so a lookup is one dict access, not a scan of the cassette
 (a vcrpy cassette compares every request with every recorded one). Callables, which cannot be
-keyed, are checked only against the candidates of the bucket. vcrpy's own matchers explain a
-miss, so the messages read as vcrpy users know them.
+keyed, are checked only against the candidates of the bucket, and vcrpy's own matchers
+explain a miss, so the messages read as vcrpy users know them (`replay._vcr_matching`).
 
-A key costs little: a request's URL keys come from one `urlsplit`, and a request whose URL or
-JSON body repeats a recorded one byte for byte (the usual case in a replay) takes the keys
-computed when that one was indexed, instead of parsing and canonicalising again.
+The keys are `replay._match_keys`'. A key costs little: a request whose URL or JSON body
+repeats a recorded one byte for byte (the usual case in a replay) takes the keys computed
+when that one was indexed, instead of parsing and canonicalising again.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import json
-import json.encoder
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import SplitResult, parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
+from replay._match_keys import (
+    JSON_OPENINGS,
+    NAMES,
+    REQUEST_KEYS,
+    URL_KEYS,
+    is_json,
+    json_key,
+)
 from replay.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -36,163 +42,6 @@ MatchOn = Sequence[Matcher]
 #: Body included: LLM calls differ only by body, and vcrpy's default (without it) replays
 #: the wrong answer.
 DEFAULT_MATCH_ON: tuple[str, ...] = ("method", "scheme", "host", "port", "path", "query", "body")
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-# One encoder, made once: `json.dumps` with options builds a new one per call. A parsed
-# body holds no cycle, so the check for one is left out.
-_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False)
-
-
-def _c_encoder() -> Callable[[object], str]:
-    """`_CANONICAL_JSON.encode`, with the C encoder it builds on every call built once (half
-    the cost of canonicalising a short body, paid for each recorded body when the index is
-    built); the encoder itself where the C accelerator is missing (PyPy)."""
-    make = getattr(json.encoder, "c_make_encoder", None)  # undocumented: not in typeshed
-    if make is None:
-        return _CANONICAL_JSON.encode
-    encoder = _CANONICAL_JSON
-    # The arguments `JSONEncoder.iterencode` passes it (markers None: no cycle check).
-    iterencode = make(
-        None,
-        encoder.default,
-        json.encoder.encode_basestring_ascii,
-        None,
-        encoder.key_separator,
-        encoder.item_separator,
-        True,
-        encoder.skipkeys,
-        encoder.allow_nan,
-    )
-
-    def encode(value: object) -> str:
-        return "".join(iterencode(value, 0))
-
-    return encode
-
-
-_canonical = _c_encoder()
-
-
-def _port(parts: SplitResult) -> int | None:
-    return parts.port or _DEFAULT_PORTS.get(parts.scheme)
-
-
-def _query(parts: SplitResult) -> tuple[tuple[str, str], ...]:
-    if not parts.query:  # the usual API call: nothing to parse
-        return ()
-    return tuple(sorted(parse_qsl(parts.query, keep_blank_values=True)))
-
-
-def _uri(parts: SplitResult) -> tuple[object, ...]:
-    return (parts.scheme, parts.hostname, _port(parts), parts.path or "/", _query(parts))
-
-
-#: Keys read from the URL: all of a request's come from one `urlsplit`.
-_URL_KEYS: dict[str, Callable[[SplitResult], object]] = {
-    "scheme": lambda parts: parts.scheme,
-    "host": lambda parts: parts.hostname,
-    "port": _port,
-    "path": lambda parts: parts.path or "/",
-    "query": _query,
-    "uri": _uri,
-}
-
-
-#: The first byte of a body worth parsing as JSON: an object or an array (after spaces).
-_JSON_STARTS = frozenset(b"{[")
-#: The same, as the one-byte slices `body[:1]` gives.
-_JSON_OPENINGS = frozenset((b"{", b"["))
-
-
-def _is_json(request: Request) -> bool:
-    """A body to compare as JSON: an object or an array, whatever the Content-Type says
-    (`curl -d '{...}'` sends JSON as a form). Anything else is compared as bytes, without
-    parsing: a large binary upload costs nothing here."""
-    body = request.body
-    if not body:
-        return False
-    first = body[0]
-    if first in _JSON_STARTS:
-        return True
-    stripped = body.lstrip()
-    return bool(stripped) and stripped[0] in _JSON_STARTS
-
-
-#: The scanner `json.loads` ends in (a default decoder's), called directly: `loads` spends
-#: more than the scan itself on looking for leading and trailing spaces. (`scan_once` is set
-#: by `JSONDecoder.__init__`; typeshed does not declare it.)
-_DECODER = json.JSONDecoder()
-_scan: Callable[[str, int], tuple[object, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
-
-
-def _parse(body: bytes) -> object:
-    """The JSON value of `body`, as `json.loads` decodes it (ValueError when it is not)."""
-    if body and body[0] in _JSON_STARTS and (len(body) == 1 or body[1]):
-        # What `json.loads` would decode it as (`json.detect_encoding` says UTF-8 when
-        # neither a BOM nor a NUL byte starts it), without that Python-level detection.
-        text = body.decode("utf-8", "surrogatepass")
-        try:
-            parsed, end = _scan(text, 0)  # no space before: it starts with { or [
-        except StopIteration:  # not JSON: `json.loads` says why, as ValueError
-            end = -1
-        if end != len(text):  # spaces after it, or not JSON
-            parsed = json.loads(text)
-        return parsed
-    return json.loads(body)
-
-
-def _json_body(body: bytes) -> tuple[str, object]:
-    """The body's key as its canonical JSON text (as a mismatch message shows it)."""
-    try:
-        parsed = _parse(body)
-    except ValueError:  # UnicodeDecodeError included, as from `json.loads(body)`
-        return ("raw", body)
-    return ("json", _canonical(parsed))
-
-
-#: The types of an object's values that make the set of its items a key as exact as its
-#: canonical text: equal items then mean equal JSON (a number would not: 1 == 1.0 == true).
-_FLAT_TYPES = frozenset((str, bool, type(None)))
-
-
-def _json_key(body: bytes) -> tuple[str, object]:
-    """The body's key for the index: `_json_body`'s, or, for an object of strings, booleans
-    and nulls (the usual API call), the set of its items, a third of the cost to make. Two
-    JSON-equal bodies are of the same kind, so their keys are equal either way."""
-    try:
-        parsed = _parse(body)
-    except ValueError:  # UnicodeDecodeError included, as from `json.loads(body)`
-        return ("raw", body)
-    if type(parsed) is dict and _FLAT_TYPES.issuperset(map(type, parsed.values())):
-        return ("json", frozenset(parsed.items()))
-    return ("json", _canonical(parsed))
-
-
-def _body(request: Request) -> tuple[str, object]:
-    return _json_body(request.body) if _is_json(request) else ("raw", request.body)
-
-
-#: Keys read from the rest of the request.
-_REQUEST_KEYS: dict[str, Callable[[Request], object]] = {
-    "method": lambda request: request.method.upper(),
-    "body": _body,
-    "raw_body": lambda request: request.body,
-    "headers": lambda request: tuple(sorted((k.lower(), v) for k, v in request.headers)),
-}
-
-_NAMES = sorted(_URL_KEYS.keys() | _REQUEST_KEYS.keys())
-
-
-def named_keys(names: Sequence[str], request: Request) -> list[object]:
-    """The key of each named matcher for `request`, in the order of `names`."""
-    if _URL_KEYS.keys().isdisjoint(names):
-        return [_REQUEST_KEYS[name](request) for name in names]
-    parts = urlsplit(request.url)
-    return [
-        _URL_KEYS[name](parts) if name in _URL_KEYS else _REQUEST_KEYS[name](request)
-        for name in names
-    ]
 
 
 class _Bucket:
@@ -225,10 +74,10 @@ class _Plan:
     )
 
     def __init__(self, match_on: tuple[Matcher, ...]) -> None:
-        unknown = [m for m in match_on if not callable(m) and m not in _NAMES]
+        unknown = [m for m in match_on if not callable(m) and m not in NAMES]
         if unknown:
             raise ConfigurationError(
-                f"unknown matcher {unknown[0]!r}: use one of {', '.join(_NAMES)} "
+                f"unknown matcher {unknown[0]!r}: use one of {', '.join(NAMES)} "
                 "or a callable (new_request, recorded_request)"
             )
         self.names = [m for m in match_on if isinstance(m, str)]
@@ -239,12 +88,10 @@ class _Plan:
             self.callables = [vcr_matcher(m) for m in match_on if callable(m)]
         self.by_method = "method" in self.names
         self.request_keys = [
-            _REQUEST_KEYS[n]
-            for n in self.names
-            if n in _REQUEST_KEYS and n not in ("body", "method")
+            REQUEST_KEYS[n] for n in self.names if n in REQUEST_KEYS and n not in ("body", "method")
         ]
         self.by_body = "body" in self.names
-        self.url_keys = [_URL_KEYS[n] for n in self.names if n in _URL_KEYS]
+        self.url_keys = [URL_KEYS[n] for n in self.names if n in URL_KEYS]
         #: Whether the key is made of the method, URL and body alone (`keyed_by_request`).
         self.keyed_by_request = not self.callables and "headers" not in self.names
 
@@ -350,8 +197,8 @@ class MatchIndex:
             body = request.body
             known = self._known_json.get(body)  # only JSON bodies are known
             if known is None:
-                if body[:1] in _JSON_OPENINGS:  # `_is_json`, its usual case inline
-                    known = _json_key(body)
+                if body[:1] in JSON_OPENINGS:  # `is_json`, its usual case inline
+                    known = json_key(body)
                     if learn:
                         self._known_json[body] = known
                 else:
@@ -365,9 +212,9 @@ class MatchIndex:
 
     def _new_body_key(self, request: Request, learn: bool) -> tuple[str, object]:
         """The body's key, not in `_known_json`."""
-        if not _is_json(request):
+        if not is_json(request):
             return ("raw", request.body)
-        key = _json_key(request.body)
+        key = json_key(request.body)
         if learn:
             self._known_json[request.body] = key
         return key
