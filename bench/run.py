@@ -178,6 +178,20 @@ def mock_stream_class(module: ModuleType) -> type[Any]:
     return ListStream
 
 
+def mock_async_stream_class(module: ModuleType) -> type[Any]:
+    """A `module.AsyncByteStream` yielding a list of chunks: the async floor's stream."""
+
+    class AsyncListStream(module.AsyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, chunks: Sequence[bytes]) -> None:
+            self.chunks = chunks
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            for chunk in self.chunks:
+                yield chunk
+
+    return AsyncListStream
+
+
 # --- measuring ------------------------------------------------------------------------------
 
 
@@ -404,6 +418,44 @@ def stream_runners(
     return replayed, mocked
 
 
+async def read_raw_async(client: Any, payload: dict[str, object]) -> int:
+    total = 0
+    async with client.stream("POST", URL, json=payload) as response:
+        async for chunk in response.aiter_raw():
+            total += len(chunk)
+    return total
+
+
+def async_stream_runners(
+    module: ModuleType, interaction: replay.Interaction, loop: asyncio.AbstractEventLoop
+) -> tuple[Callable[[], Runner], Callable[[], Runner]]:
+    """`stream_runners` with `module`'s async client, each run on `loop`."""
+    payload = stream_payload()
+    chunks = [chunk.data for chunk in interaction.response.chunks]
+    stream_class = mock_async_stream_class(module)
+    expected = sum(map(len, chunks))
+
+    def check(client: Any) -> Runner:
+        def run() -> None:
+            if loop.run_until_complete(read_raw_async(client, payload)) != expected:
+                raise AssertionError("the stream came back incomplete")
+
+        return run
+
+    def replayed() -> Runner:
+        cassette = replay.Cassette([interaction])
+        transport = replay.AsyncReplayTransport(cassette, speed="instant")
+        return check(module.AsyncClient(transport=transport))
+
+    def mocked() -> Runner:
+        async def handler(request: Any) -> Any:
+            return module.Response(200, headers=SSE_HEADERS, stream=stream_class(chunks))
+
+        return check(module.AsyncClient(transport=module.MockTransport(handler)))
+
+    return replayed, mocked
+
+
 def bench_stream(config: Settings, verdicts: list[Verdict]) -> Section:
     section = Section(f"1. A {STREAM_CHUNKS:,}-chunk SSE stream replayed at instant speed")
     interaction = long_stream(STREAM_CHUNKS)
@@ -412,7 +464,9 @@ def bench_stream(config: Settings, verdicts: list[Verdict]) -> Section:
         f"{STREAM_CHUNKS:,} `response.output_text.delta` events ({size / 1e6:.2f} MB), read "
         "with `iter_raw` through `Client(transport=ReplayTransport(cassette, "
         'speed="instant"))` vs `Client(transport=MockTransport(handler))` whose handler '
-        "returns `Response(200, stream=<SyncByteStream yielding the same chunk list>)`. "
+        "returns `Response(200, stream=<SyncByteStream yielding the same chunk list>)`; and "
+        "the same with `AsyncClient`, `AsyncReplayTransport`, an `AsyncByteStream` and "
+        "`aiter_raw` (each read on one event loop). "
         f"Median of {config.stream_repeats} repeats, after {config.warmup} warm-up round(s).",
         "",
     ]
@@ -423,27 +477,46 @@ def bench_stream(config: Settings, verdicts: list[Verdict]) -> Section:
         section.lines += ["httpx2 is not installed: its variant was skipped.", ""]
     else:
         modules.append(("httpx2", httpx2))
-    profiled = False
-    for name, module in modules:
-        replayed, mocked = stream_runners(module, interaction)
-        floor_times, our_times = measure([mocked, replayed], config.stream_repeats, config.warmup)
-        floor = Row(f"{name}.MockTransport", floor_times)
-        ours = Row(f"replay.ReplayTransport ({name})", our_times)
-        ratio = ours.median / floor.median
-        per_chunk = (ours.median - floor.median) / STREAM_CHUNKS
-        section.lines += [f"**{name}**", "", *table([floor, ours], floor), ""]
-        section.lines += [
-            f"Overhead over the floor: {per_chunk * 1e9:.0f} ns per chunk.",
-            "",
-        ]
-        met = ratio <= 1.25
-        verdicts.append(
-            Verdict("1. stream", f"replay / MockTransport ({name})", f"{ratio:.2f}", "≤ 1.25", met)
-        )
-        if not met and not profiled:  # one profile will do: both libraries share the code
-            section.lines += hot_spots(replayed, runs=10)
-            profiled = True
+    loop = asyncio.new_event_loop()
+    try:
+        for name, module in modules:
+            for flavour in (name, f"{name}, async"):
+                lines = _stream_variant(config, verdicts, interaction, module, flavour, loop)
+                section.lines += lines
+    finally:
+        loop.close()
     return section
+
+
+def _stream_variant(
+    config: Settings,
+    verdicts: list[Verdict],
+    interaction: replay.Interaction,
+    module: ModuleType,
+    flavour: str,
+    loop: asyncio.AbstractEventLoop,
+) -> list[str]:
+    """One library's sync or async (`flavour` "httpx, async") variant of benchmark 1."""
+    if flavour.endswith("async"):
+        replayed, mocked = async_stream_runners(module, interaction, loop)
+        transport = "AsyncReplayTransport"
+    else:
+        replayed, mocked = stream_runners(module, interaction)
+        transport = "ReplayTransport"
+    floor_times, our_times = measure([mocked, replayed], config.stream_repeats, config.warmup)
+    floor = Row(f"{module.__name__}.MockTransport", floor_times)
+    ours = Row(f"replay.{transport} ({flavour})", our_times)
+    ratio = ours.median / floor.median
+    per_chunk = (ours.median - floor.median) / STREAM_CHUNKS
+    lines = [f"**{flavour}**", "", *table([floor, ours], floor), ""]
+    lines += [f"Overhead over the floor: {per_chunk * 1e9:.0f} ns per chunk.", ""]
+    met = ratio <= 1.25
+    verdicts.append(
+        Verdict("1. stream", f"replay / MockTransport ({flavour})", f"{ratio:.2f}", "≤ 1.25", met)
+    )
+    if not met:
+        lines += hot_spots(replayed, runs=10)
+    return lines
 
 
 # --- 2. loading the 10,000-chunk cassette -------------------------------------------------

@@ -6,9 +6,9 @@ A shell over the engine: the `Player` finds what answers a request (faults appli
 The recorded end is raised as that library's exception class (`httpx.RemoteProtocolError`
 for httpx, `httpx2.RemoteProtocolError` for httpx2); a stall that outlasts the client's
 read timeout (`request.extensions["timeout"]["read"]`) as its `ReadTimeout`.
-At instant speed nothing waits and no clock is read; a sync response without a stall is
-then its payloads and its recorded end, without a Stepper (the usual replay in a test suite,
-which then never imports `replay.engine.stepper`: its attrs classes cost 1.5 ms a run).
+At instant speed nothing waits and no clock is read; a response without a stall is then its
+payloads and its recorded end, without a Stepper, sync or async (the usual replay in a test
+suite, which then never imports `replay.engine.stepper`: its attrs classes cost 1.5 ms a run).
 """
 
 from __future__ import annotations
@@ -128,13 +128,12 @@ class _AsyncReplay:
         self.stepper.close()
 
 
-def _instant_class(module: ModuleType) -> type[Any]:
-    """`module`'s sync stream of a response played at instant speed without a stall."""
+def _instant_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
+    """`module`'s sync and async streams of a response played at instant speed without a
+    stall: its payloads, then its recorded end; no Stepper, no clock. A closed stream stops
+    without its end, as a Stepper would: closing uses its payloads up."""
 
     class InstantStream(module.SyncByteStream):  # type: ignore[name-defined,misc]
-        """The payloads, then the recorded end: no Stepper, no clock. A closed stream stops
-        without its end, as a Stepper would: closing uses its payloads up."""
-
         def __init__(self, payloads: tuple[bytes, ...], end: StreamEnd) -> None:
             self.rest = iter(payloads)
             self.end = end
@@ -150,21 +149,41 @@ def _instant_class(module: ModuleType) -> type[Any]:
             self.closed = True
             collections.deque(self.rest, maxlen=0)  # what is left will not be handed out
 
-    return InstantStream
+    class AsyncInstantStream(module.AsyncByteStream):  # type: ignore[name-defined,misc]
+        # An async generator, a third cheaper a chunk than an iterator class's coroutines.
+        # Half read and let go, it is finalized by the event loop's hook (asyncio skips a
+        # closed loop); it awaits nothing, so closing it ends it at once.
+        def __init__(self, payloads: tuple[bytes, ...], end: StreamEnd) -> None:
+            self.rest = iter(payloads)
+            self.end = end
+            self.closed = False
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            for data in self.rest:
+                yield data
+            end = self.end
+            if end.error is not None and not self.closed:
+                raise error_class(module, end.error)(end.message)
+
+        async def aclose(self) -> None:
+            self.closed = True
+            collections.deque(self.rest, maxlen=0)
+
+    return InstantStream, AsyncInstantStream
 
 
-def _library(request: Any) -> tuple[ModuleType, type[Any]]:
-    """The module of `request` (httpx or httpx2) and its instant stream class, cached by the
-    request's class (asked once per replayed request)."""
+def _library(request: Any) -> tuple[ModuleType, type[Any], type[Any]]:
+    """The module of `request` (httpx or httpx2) and its instant stream classes (sync,
+    async), cached by the request's class (asked once per replayed request)."""
     kind = type(request)
     found = _LIBRARIES.get(kind)
     if found is None:
         module = module_of(request)
-        found = _LIBRARIES[kind] = (module, _instant_class(module))
+        found = _LIBRARIES[kind] = (module, *_instant_classes(module))
     return found
 
 
-_LIBRARIES: dict[type, tuple[ModuleType, type[Any]]] = {}
+_LIBRARIES: dict[type, tuple[ModuleType, type[Any], type[Any]]] = {}
 
 
 def _response(module: ModuleType, recorded: Response, stream: Any) -> Any:
@@ -187,7 +206,7 @@ def play_sync(request: Any, played: Played, schedule: Schedule | None, clock: Cl
         schedule: the deadlines (None at instant speed).
         clock: the clock to wait on.
     """
-    module, instant = _library(request)
+    module, instant, _ = _library(request)
     response = played.response
     if schedule is None and not played.stall_steps:  # nothing waits: no Stepper needed
         return _response(module, response, instant(response.chunks.payloads, response.end))
@@ -200,7 +219,10 @@ def play_sync(request: Any, played: Played, schedule: Schedule | None, clock: Cl
 
 async def play_async(request: Any, played: Played, schedule: Schedule | None, clock: Clock) -> Any:
     """Async twin of `play_sync`."""
-    module = module_of(request)
+    module, _, instant = _library(request)
+    response = played.response
+    if schedule is None and not played.stall_steps:  # nothing waits: no Stepper needed
+        return _response(module, response, instant(response.chunks.payloads, response.end))
     stepper = _stepper(request, played, schedule)
     await _stepping().step_async(stepper, clock)  # the headers
     return _response(

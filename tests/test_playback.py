@@ -447,9 +447,11 @@ def test_real_clock_replay_takes_the_recorded_time_over_speed(
     assert max(errors) < 0.1
 
 
-def test_an_instant_sync_replay_never_imports_the_stepper_nor_compiles_key_shapes() -> None:
-    """What a test suite's replay imports and compiles, it pays for in every run."""
+def test_an_instant_replay_never_imports_the_stepper_nor_compiles_key_shapes() -> None:
+    """What a test suite's replay imports and compiles, it pays for in every run: sync or
+    async, an instant replay without a stall runs without a Stepper."""
     code = f"""
+import asyncio
 import sys
 import httpx
 import replay
@@ -457,10 +459,17 @@ from replay import _secret_shapes
 cassette = replay.Cassette([replay.Interaction(
     replay.Request(method="POST", url={URL!r}, headers=[("content-type", "application/json")],
                    body={BODY!r}),
-    replay.Response(status=200, chunks=[replay.Chunk(0.1, b"data: x\\n\\n")]))])
+    replay.Response(status=200, chunks=[replay.Chunk(0.1, b"data: x\\n\\n")]))],
+    allow_playback_repeats=True)
 with httpx.Client(transport=replay.ReplayTransport(cassette, speed="instant")) as client:
     with client.stream("POST", {URL!r}, content={BODY!r}, headers={JSON!r}) as response:
         assert list(response.iter_bytes()) == [b"data: x\\n\\n"]
+async def main():
+    transport = replay.AsyncReplayTransport(cassette, speed="instant")
+    async with httpx.AsyncClient(transport=transport) as client:
+        async with client.stream("POST", {URL!r}, content={BODY!r}, headers={JSON!r}) as response:
+            assert [chunk async for chunk in response.aiter_bytes()] == [b"data: x\\n\\n"]
+asyncio.run(main())
 assert "replay.engine.stepper" not in sys.modules
 assert sorted(_secret_shapes._COMPILED) == ["MAY_HOLD_KEY", "MAY_HOLD_KEY_BYTES"]
 """
