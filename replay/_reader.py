@@ -65,10 +65,9 @@ class _Workers:
     every chunk it kept (about 12,700 faults, some 5 µs a 16 KiB chunk, in bench 10), where
     one that lives on mostly reuses the pages the last recording freed.
 
-    Each body is read in an empty `contextvars` context, as in a thread of its own; the
-    threads are started from an empty one too, so that they carry no session (`replay.patch`
-    notes the sessions of the context that starts a thread) from one body to the next: a
-    job brings its own (`patch.carried`).
+    Each body is read in an empty `contextvars` context, as in a thread of its own, with the
+    sessions of the client that handed it over (`patch.carried`); the threads themselves
+    carry none (`patch.start_unrouted`), from one body to the next.
     """
 
     def __init__(self) -> None:
@@ -88,7 +87,7 @@ class _Workers:
             thread = threading.Thread(
                 target=self._serve, args=(jobs,), name=_BUSY_NAME, daemon=True
             )
-            contextvars.Context().run(thread.start)
+            patch.start_unrouted(thread)
         jobs.put((job, last, done))
 
     def _serve(self, jobs: queue.SimpleQueue[_Job | None]) -> None:

@@ -54,6 +54,7 @@ __all__ = [
     "release",
     "routed",
     "set_front",
+    "start_unrouted",
     "uninstall",
 ]
 
@@ -177,6 +178,13 @@ def carried(fn: Callable[..., T]) -> Callable[..., T]:
     that lives on, such as a pool's."""
     stack = _stack()
     return functools.partial(_run_with, stack, fn) if stack else fn
+
+
+def start_unrouted(thread: threading.Thread) -> None:
+    """Start `thread` carrying no session, whichever the starting context or thread has:
+    a worker that lives on, each job bringing its own (`carried`)."""
+    contextvars.Context().run(thread.start)
+    _inherited.pop(thread, None)  # noted from the starting thread's own, if it was started so
 
 
 def _run_with(stack: Stack, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

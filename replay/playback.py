@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -150,15 +150,20 @@ def _instant_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
             collections.deque(self.rest, maxlen=0)  # what is left will not be handed out
 
     class AsyncInstantStream(module.AsyncByteStream):  # type: ignore[name-defined,misc]
-        # An async generator, a third cheaper a chunk than an iterator class's coroutines.
-        # Half read and let go, it is finalized by the event loop's hook (asyncio skips a
-        # closed loop); it awaits nothing, so closing it ends it at once.
+        # Its chunks come from an async generator, a third cheaper a chunk than an iterator
+        # class's coroutines, which `aclose` closes: let go half read, it would otherwise be
+        # left to the event loop to finalize (with a ResourceWarning under trio).
         def __init__(self, payloads: tuple[bytes, ...], end: StreamEnd) -> None:
             self.rest = iter(payloads)
             self.end = end
             self.closed = False
+            self.chunks: AsyncGenerator[bytes, None] | None = None
 
-        async def __aiter__(self) -> AsyncIterator[bytes]:
+        def __aiter__(self) -> AsyncIterator[bytes]:
+            self.chunks = self._chunks()
+            return self.chunks
+
+        async def _chunks(self) -> AsyncGenerator[bytes, None]:
             for data in self.rest:
                 yield data
             end = self.end
@@ -168,6 +173,8 @@ def _instant_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
         async def aclose(self) -> None:
             self.closed = True
             collections.deque(self.rest, maxlen=0)
+            if self.chunks is not None:  # (it awaits nothing: it ends at once)
+                await self.chunks.aclose()
 
     return InstantStream, AsyncInstantStream
 

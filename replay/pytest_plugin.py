@@ -27,8 +27,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
-from replay._pytest_run import Run, option
-
 if TYPE_CHECKING:
     from replay.cassette import Cassette
     from replay.session import CassetteSession
@@ -150,6 +148,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "a cassette (default path: cassettes/<module>/<test>.msgpack)",
     )
     _check_settings(config)
+    # (Imported here, once `pytest_addoption` kept pytest from rewriting the library.)
+    from replay._pytest_run import Run
+
     config.pluginmanager.register(Run(config), "replay-run")
 
 
@@ -192,6 +193,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 @pytest.fixture(scope="session", autouse=True)
 def _replay_run(pytestconfig: pytest.Config) -> Iterator[None]:
     """The run's settings, imposed on every cassette session (all three forms)."""
+    from replay._pytest_run import option
     from replay._suite import Imposed, imposed
 
     run = pytestconfig.pluginmanager.get_plugin("replay-run")

@@ -27,6 +27,7 @@ import openai
 import pytest
 
 import replay
+from replay import _reader, patch
 from replay._origin import Origin, Script
 from replay._streams import HELLO_TEXT, responses_hello
 
@@ -254,6 +255,27 @@ def test_a_before_record_hook_sends_within_its_recordings_session(
 
     assert sorted(saved_bodies(inside)) == [b"from the hook", b"inside"]
     assert saved_bodies(other) == []
+
+
+def test_a_reader_thread_lives_on_without_the_session_it_first_read_for(
+    origin: Origin, tmp_path: Path
+) -> None:
+    """A recording's reader thread is reused for later bodies: started from a thread that
+    belongs to a session, it must not belong to that session itself (it would keep it, and
+    all it loaded, alive; and route a later hook's request there)."""
+    _reader._WORKERS.end_idle()  # so that this recording starts a reader thread of its own
+
+    def post() -> None:
+        with httpx.Client() as client:
+            assert client.post(f"{origin.url}/echo", content=b"x").content == b"x"
+
+    with replay.use_cassette(tmp_path / "a.msgpack"):
+        in_session = threading.Thread(target=post)  # it belongs to the session: so does `post`
+        in_session.start()
+        in_session.join(TIMEOUT)
+    readers = [thread for thread in threading.enumerate() if thread.name.startswith("replay-")]
+    assert readers, "the recording ran no reader thread"
+    assert [reader for reader in readers if reader in patch._inherited] == []
 
 
 def test_a_thread_started_outside_while_two_sessions_are_active_is_refused(
