@@ -1088,10 +1088,11 @@ def bench_suite(config: Settings, workdir: Path, verdicts: list[Verdict]) -> Sec
     ]
     if ours_each > 0.0005 or less < 10:
         stats = suite.profile_replay_suite(folders["use_cassette"], workdir / "suite.prof")
-        imports = suite.first_use_imports()
+        imports = suite.first_use_imports(workdir / "first-use")
         section.lines += [
             "What the first cassette of a run imports (`replay.session`, `replay.naming` and "
-            f"what they pull in, after pytest and httpx; `-X importtime`): {ms(imports)} "
+            "what they pull in, in a pytest process run as the suite's, after its plugins and "
+            f"httpx; `-X importtime`): {ms(imports)} "
             f"once, {imports / tests * 1e6:.0f} µs of each test's share.",
             "",
             "Where replay's time goes: one run of replay's suite under cProfile (which "

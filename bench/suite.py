@@ -275,15 +275,43 @@ def plugin_imports(limit: int = 8) -> tuple[float, list[tuple[str, float]]]:
     return total, sorted(children, key=lambda item: item[1], reverse=True)[:limit]
 
 
-def first_use_imports() -> float:
+def first_use_imports(folder: Path) -> float:
     """Seconds the plugin's first cassette costs in imports, once a run: `replay.session`
-    and `replay.naming` (what the marker imports) after pytest, httpx and the plugin."""
-    entries = _importtime(
-        "import pytest, httpx, replay.pytest_plugin\nimport replay.session, replay.naming"
+    and `replay.naming` (what the marker imports), imported by a test in a pytest process
+    run as the suite's are, in `folder` (made here): after pytest, its plugins (which may
+    import some of the same modules, attrs among them), httpx and replay's plugin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    (folder / "test_first.py").write_text(
+        "import httpx\n\n\ndef test_first_cassette():\n    import replay.session, replay.naming\n"
     )
-    names = [e[0] for e in entries]
-    start = names.index("replay.pytest_plugin") + 1 if "replay.pytest_plugin" in names else 0
-    return sum(seconds for _, seconds, depth in entries[start:] if depth == 0)
+    command = [
+        BASE[0],
+        "-X",
+        "importtime",
+        *BASE[1:],
+        "-s",
+        "--record-mode=none",
+        "-p",
+        "no:recording",
+    ]
+    for _ in range(2):  # the second with the bytecode cached
+        done = subprocess.run(
+            command,
+            cwd=folder,
+            env=python_env(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    total = 0.0
+    for line in done.stderr.splitlines():
+        found = re.match(
+            r"import time:\s+\d+ \|\s+(\d+) \| (replay\.session|replay\.naming)$", line
+        )
+        if found:
+            total += int(found[1]) / 1e6
+    return total
 
 
 # --- 9. the suite ---------------------------------------------------------------------------
@@ -352,7 +380,7 @@ def breakdown(stats: pstats.Stats, tests: int) -> list[str]:
             own[part] += float(entry[2])  # type: ignore[arg-type]
     ranked = sorted(
         (
-            (f"{path.removeprefix(package)}:{line} {name}", float(entry[3]), int(entry[1]))  # type: ignore[arg-type]
+            (f"{path.removeprefix(package)}:{line} {name}", float(entry[3]), int(entry[1]))  # type: ignore[arg-type,call-overload]
             for (path, line, name), entry in entries.items()
             if path.startswith(package) and name != "<module>"
         ),
