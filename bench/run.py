@@ -389,31 +389,45 @@ def read_raw(client: Any, payload: dict[str, object]) -> int:
 
 
 def stream_runners(
-    module: ModuleType, interaction: replay.Interaction
+    module: ModuleType,
+    interaction: replay.Interaction,
+    loop: asyncio.AbstractEventLoop | None = None,
 ) -> tuple[Callable[[], Runner], Callable[[], Runner]]:
-    """(replay, MockTransport floor) runners reading the whole stream with `module`'s client."""
+    """(replay, MockTransport floor) runners reading the whole stream with `module`'s
+    client: its sync one, or with `loop` its async one (each read run on `loop`)."""
     payload = stream_payload()
     chunks = [chunk.data for chunk in interaction.response.chunks]
-    stream_class = mock_stream_class(module)
     expected = sum(map(len, chunks))
+    if loop is None:
+        stream_class, client_class = mock_stream_class(module), module.Client
+        replay_class: type[Any] = replay.ReplayTransport
+
+        def read(client: Any) -> int:
+            return read_raw(client, payload)
+
+    else:
+        stream_class, client_class = mock_async_stream_class(module), module.AsyncClient
+        replay_class = replay.AsyncReplayTransport
+
+        def read(client: Any) -> int:
+            return loop.run_until_complete(read_raw_async(client, payload))
 
     def check(client: Any) -> Runner:
         def run() -> None:
-            if read_raw(client, payload) != expected:
+            if read(client) != expected:
                 raise AssertionError("the stream came back incomplete")
 
         return run
 
     def replayed() -> Runner:
         cassette = replay.Cassette([interaction])
-        transport = replay.ReplayTransport(cassette, speed="instant")
-        return check(module.Client(transport=transport))
+        return check(client_class(transport=replay_class(cassette, speed="instant")))
 
     def mocked() -> Runner:
-        def handler(request: Any) -> Any:
+        def handler(request: Any) -> Any:  # (MockTransport takes it for async clients too)
             return module.Response(200, headers=SSE_HEADERS, stream=stream_class(chunks))
 
-        return check(module.Client(transport=module.MockTransport(handler)))
+        return check(client_class(transport=module.MockTransport(handler)))
 
     return replayed, mocked
 
@@ -424,36 +438,6 @@ async def read_raw_async(client: Any, payload: dict[str, object]) -> int:
         async for chunk in response.aiter_raw():
             total += len(chunk)
     return total
-
-
-def async_stream_runners(
-    module: ModuleType, interaction: replay.Interaction, loop: asyncio.AbstractEventLoop
-) -> tuple[Callable[[], Runner], Callable[[], Runner]]:
-    """`stream_runners` with `module`'s async client, each run on `loop`."""
-    payload = stream_payload()
-    chunks = [chunk.data for chunk in interaction.response.chunks]
-    stream_class = mock_async_stream_class(module)
-    expected = sum(map(len, chunks))
-
-    def check(client: Any) -> Runner:
-        def run() -> None:
-            if loop.run_until_complete(read_raw_async(client, payload)) != expected:
-                raise AssertionError("the stream came back incomplete")
-
-        return run
-
-    def replayed() -> Runner:
-        cassette = replay.Cassette([interaction])
-        transport = replay.AsyncReplayTransport(cassette, speed="instant")
-        return check(module.AsyncClient(transport=transport))
-
-    def mocked() -> Runner:
-        async def handler(request: Any) -> Any:
-            return module.Response(200, headers=SSE_HEADERS, stream=stream_class(chunks))
-
-        return check(module.AsyncClient(transport=module.MockTransport(handler)))
-
-    return replayed, mocked
 
 
 def bench_stream(config: Settings, verdicts: list[Verdict]) -> Section:
@@ -503,12 +487,8 @@ def _stream_variant(
     """One library's sync or async (`flavour` "httpx, async") variant of benchmark 1; a
     profile if it misses, unless `profiled` has one of its kind (async or not) already."""
     is_async = flavour.endswith("async")
-    if is_async:
-        replayed, mocked = async_stream_runners(module, interaction, loop)
-        transport = "AsyncReplayTransport"
-    else:
-        replayed, mocked = stream_runners(module, interaction)
-        transport = "ReplayTransport"
+    replayed, mocked = stream_runners(module, interaction, loop if is_async else None)
+    transport = "AsyncReplayTransport" if is_async else "ReplayTransport"
     floor_times, our_times = measure([mocked, replayed], config.stream_repeats, config.warmup)
     floor = Row(f"{module.__name__}.MockTransport", floor_times)
     ours = Row(f"replay.{transport} ({flavour})", our_times)

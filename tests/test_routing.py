@@ -14,6 +14,7 @@ is forced with barriers and events, never with sleeps; the only delays are the o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -93,6 +94,27 @@ def in_threads(barrier: threading.Barrier, *functions: Callable[[], Any]) -> lis
         raise errors[0]
     assert not any(thread.is_alive() for thread in threads), "a thread is still running"
     return [results[index] for index in range(len(functions))]
+
+
+@contextlib.contextmanager
+def held_elsewhere(path: Path) -> Iterator[None]:
+    """A second session, on the cassette at `path`, entered by another thread and held
+    active until the block ends."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with replay.use_cassette(path):
+            entered.set()
+            release.wait(TIMEOUT)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert entered.wait(TIMEOUT)
+        yield
+    finally:
+        release.set()
+        holder.join(TIMEOUT)
 
 
 class AsyncBarrier:
@@ -201,24 +223,9 @@ def test_a_thread_started_inside_a_session_records_into_it(
     """With `elsewhere`, another thread enters a second session after this one, and keeps it
     active while the request is made: the request still belongs to the session it started in."""
     inside, other = tmp_path / "inside.msgpack", tmp_path / "other.msgpack"
-    other_entered, release = threading.Event(), threading.Event()
-
-    def hold_other_session() -> None:
-        with replay.use_cassette(other):
-            other_entered.set()
-            release.wait(TIMEOUT)
-
-    holder = threading.Thread(target=hold_other_session)
-    with httpx.Client() as client, replay.use_cassette(inside):
-        if elsewhere:
-            holder.start()
-            assert other_entered.wait(TIMEOUT)
-        try:
-            answer = start(lambda: client.post(f"{origin.url}/echo", content=b"inside").content)
-        finally:
-            release.set()
-            if elsewhere:
-                holder.join(TIMEOUT)
+    other_held = held_elsewhere(other) if elsewhere else contextlib.nullcontext()
+    with httpx.Client() as client, replay.use_cassette(inside), other_held:
+        answer = start(lambda: client.post(f"{origin.url}/echo", content=b"inside").content)
 
     assert answer == b"inside"
     assert saved_bodies(inside) == [b"inside"]
@@ -231,27 +238,18 @@ def test_a_before_record_hook_sends_within_its_recordings_session(
     """The hook runs in the thread that read the body, which belongs to the session that
     recorded it: a request the hook sends goes there too, though another session is active."""
     inside, other = tmp_path / "inside.msgpack", tmp_path / "other.msgpack"
-    other_entered, release = threading.Event(), threading.Event()
-
-    def hold_other_session() -> None:
-        with replay.use_cassette(other):
-            other_entered.set()
-            release.wait(TIMEOUT)
 
     def hook(interaction: replay.Interaction) -> replay.Interaction:
         if interaction.request.body == b"inside":
             httpx.post(f"{origin.url}/echo", content=b"from the hook")
         return interaction
 
-    holder = threading.Thread(target=hold_other_session)
-    holder.start()
-    try:
-        assert other_entered.wait(TIMEOUT)
-        with httpx.Client() as client, replay.use_cassette(inside, before_record=hook):
-            assert client.post(f"{origin.url}/echo", content=b"inside").content == b"inside"
-    finally:
-        release.set()
-        holder.join(TIMEOUT)
+    with (
+        held_elsewhere(other),
+        httpx.Client() as client,
+        replay.use_cassette(inside, before_record=hook),
+    ):
+        assert client.post(f"{origin.url}/echo", content=b"inside").content == b"inside"
 
     assert sorted(saved_bodies(inside)) == [b"from the hook", b"inside"]
     assert saved_bodies(other) == []
