@@ -441,7 +441,8 @@ def test_an_async_instant_body_let_go_half_read_leaves_nothing_to_finalize(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert anyio.run(read_one, backend=backend) == [b"data: 0\n\n"]
-    assert [str(warning.message) for warning in caught] == []
+    # (Only replay's: the collection may finalize what earlier tests of the process left.)
+    assert [str(w.message) for w in caught if "replay.playback" in str(w.message)] == []
 
 
 @ABANDONED_HTTPX_GENERATORS
