@@ -82,7 +82,7 @@ class _Plan:
             )
         self.names = [m for m in match_on if isinstance(m, str)]
         self.callables: list[Callable[[Any, Any], Any]] = []
-        if len(self.names) < len(match_on):
+        if any(map(callable, match_on)):
             from replay._vcr_matching import vcr_matcher
 
             self.callables = [vcr_matcher(m) for m in match_on if callable(m)]

@@ -133,31 +133,37 @@ def _instant_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
     stall: its payloads, then its recorded end; no Stepper, no clock. A closed stream stops
     without its end, as a Stepper would: closing uses its payloads up."""
 
-    class InstantStream(module.SyncByteStream):  # type: ignore[name-defined,misc]
+    class Instant:
+        """What both streams share: the payloads left, the end, and closing."""
+
         def __init__(self, payloads: tuple[bytes, ...], end: StreamEnd) -> None:
             self.rest = iter(payloads)
             self.end = end
             self.closed = False
 
-        def __iter__(self) -> Iterator[bytes]:
-            yield from self.rest  # the per-chunk cost of a tuple's iteration
+        def raise_end(self) -> None:
+            """Raise the recorded error as `module`'s own, unless the stream was closed."""
             end = self.end
             if end.error is not None and not self.closed:
                 raise error_class(module, end.error)(end.message)
 
-        def close(self) -> None:
+        def drop(self) -> None:
             self.closed = True
             collections.deque(self.rest, maxlen=0)  # what is left will not be handed out
 
-    class AsyncInstantStream(module.AsyncByteStream):  # type: ignore[name-defined,misc]
+    class InstantStream(Instant, module.SyncByteStream):  # type: ignore[name-defined,misc]
+        def __iter__(self) -> Iterator[bytes]:
+            yield from self.rest  # the per-chunk cost of a tuple's iteration
+            self.raise_end()
+
+        def close(self) -> None:
+            self.drop()
+
+    class AsyncInstantStream(Instant, module.AsyncByteStream):  # type: ignore[name-defined,misc]
         # Its chunks come from an async generator, a third cheaper a chunk than an iterator
         # class's coroutines, which `aclose` closes: let go half read, it would otherwise be
         # left to the event loop to finalize (with a ResourceWarning under trio).
-        def __init__(self, payloads: tuple[bytes, ...], end: StreamEnd) -> None:
-            self.rest = iter(payloads)
-            self.end = end
-            self.closed = False
-            self.chunks: AsyncGenerator[bytes, None] | None = None
+        chunks: AsyncGenerator[bytes, None] | None = None
 
         def __aiter__(self) -> AsyncIterator[bytes]:
             self.chunks = self._chunks()
@@ -166,13 +172,10 @@ def _instant_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
         async def _chunks(self) -> AsyncGenerator[bytes, None]:
             for data in self.rest:
                 yield data
-            end = self.end
-            if end.error is not None and not self.closed:
-                raise error_class(module, end.error)(end.message)
+            self.raise_end()
 
         async def aclose(self) -> None:
-            self.closed = True
-            collections.deque(self.rest, maxlen=0)
+            self.drop()
             if self.chunks is not None:  # (it awaits nothing: it ends at once)
                 await self.chunks.aclose()
 
