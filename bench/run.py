@@ -973,7 +973,7 @@ def bench_startup(config: Settings, workdir: Path, verdicts: list[Verdict]) -> S
         *table([floor, ours], floor),
         "",
         f"**Added by replay's plugin: {ms(added)}** (goal ≤ 15 ms). The difference of two "
-        "medians of about a second each: read a few milliseconds either way as noise. In "
+        "medians, each of a whole process: read a few milliseconds either way as noise. In "
         f"CPU time (user + system, from `getrusage`): {ms(cpu[0])} without, {ms(cpu[1])} "
         f"with: {ms(cpu[1] - cpu[0])} added.",
         "",
