@@ -102,11 +102,8 @@ def finish_wait(timeout: float) -> float:
     asyncio = sys.modules.get("asyncio")  # (not imported: no loop runs; none imported here)
     if asyncio is None:
         return timeout
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return timeout
-    return 0.0
+    # (`get_running_loop` raises without a loop, a fifth of a microsecond on every exit)
+    return timeout if asyncio._get_running_loop() is None else 0.0
 
 
 async def finish_async(tape: Tape | None, timeout: float) -> None:

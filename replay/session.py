@@ -327,14 +327,15 @@ class CassetteSession:
 
     # -- routing (called by the patched transports) --------------------------------------------
 
-    def ignores(self, url: str) -> bool:
+    def ignores(self, url: object) -> bool:
         """Whether a request to `url` goes live, untouched and unrecorded (`ignore_hosts`,
-        `ignore_localhost`)."""
+        `ignore_localhost`). `url` is its text, or an object whose `str` is (an httpx URL:
+        formatted only when some host is ignored)."""
         if not self._ignored:
             return False
         from replay.network import is_allowed
 
-        return is_allowed(urlsplit(url).hostname, self._ignored)
+        return is_allowed(urlsplit(str(url)).hostname, self._ignored)
 
     def answer(self, request: Request) -> Played | None:
         """What replays `request` (as sent), or None: record it (the record mode allows it).

@@ -22,7 +22,7 @@ __all__ = ["ahandle", "handle"]
 
 def handle(session: CassetteSession, request: Any, send: Send) -> Any:
     """Replay, record or refuse a sync httpx / httpx2 request for `session`."""
-    if session.ignores(str(request.url)):
+    if session.ignores(request.url):
         return send(request)
     schedule = session.schedule()
     request.read()
@@ -36,7 +36,7 @@ def handle(session: CassetteSession, request: Any, send: Send) -> Any:
 
 async def ahandle(session: CassetteSession, request: Any, send: AsyncSend) -> Any:
     """Async twin of `handle`."""
-    if session.ignores(str(request.url)):
+    if session.ignores(request.url):
         return await send(request)
     schedule = session.schedule()
     await request.aread()
