@@ -13,6 +13,7 @@ import numbers
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+from replay._frozen import Frozen
 from replay.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ class MonotonicClock:
         await anyio.sleep(seconds)
 
 
-class Schedule:
+class Schedule(Frozen):
     """When each recorded moment is due, for one replayed response.
 
     Args:
@@ -123,9 +124,9 @@ class Schedule:
         speed: the speed factor (finite and positive; instant replay has no schedule).
     """
 
-    # (A plain immutable class, not attrs: making one cost every run's first cassette about
-    # 0.5 ms, for a value that instant replay never even makes.)
+    # (A plain immutable class, not attrs: instant replay never even makes one.)
     __slots__ = ("speed", "start")
+    FIELDS = ("start", "speed")
 
     start: float
     speed: float
@@ -135,26 +136,6 @@ class Schedule:
             raise ValueError(f"'speed' must be > 0.0: {speed!r}")
         object.__setattr__(self, "start", start)
         object.__setattr__(self, "speed", speed)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"cannot assign to field {name!r}: a Schedule is immutable")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field {name!r}: a Schedule is immutable")
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not Schedule:
-            return NotImplemented
-        return (self.start, self.speed) == (other.start, other.speed)
-
-    def __hash__(self) -> int:
-        return hash((self.start, self.speed))
-
-    def __repr__(self) -> str:
-        return f"Schedule(start={self.start!r}, speed={self.speed!r})"
-
-    def __reduce__(self) -> tuple[type[Schedule], tuple[float, float]]:
-        return (Schedule, (self.start, self.speed))  # (pickle and copy: no setattr)
 
     @classmethod
     def starting_now(cls, speed: float, clock: Clock) -> Schedule | None:
