@@ -3,13 +3,14 @@
 A local origin (`replay._origin.Origin`, in a process of its own, so that its CPU is not
 counted) serves three streams; a sync `httpx.Client` reads each with `iter_raw`, either live
 (the floor: `httpx.HTTPTransport()`) or through `replay.RecordingTransport(cassette,
-httpx.HTTPTransport())`, which stamps and stores every chunk from a worker thread:
+httpx.HTTPTransport())`, which stamps and stores every chunk (read by the client's thread
+while it keeps up, by a worker thread that watches it while it is away):
 
 - throughput: a body of `BIG` bytes in `BLOCK`-byte HTTP chunks, sent as fast as the origin
   can; the figure is live time / recording time (≥ 0.9 is the goal);
 - time to first event: from sending the request (on an open keep-alive connection) to the
   first chunk in the client's hands, the origin sending it at once after the headers;
-- CPU per recorded chunk: the process's CPU time (every thread: the reader thread's too) to
+- CPU per recorded chunk: the process's CPU time (every thread: the watching thread's too) to
   read a stream of `EVENTS` SSE events, recording minus live, divided by `EVENTS`.
 
 Each contender gets a fresh client (and cassette) per run, opened outside the timed region;
@@ -20,10 +21,8 @@ from __future__ import annotations
 
 import gc
 import json
-import queue
 import resource
 import statistics
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -126,22 +125,8 @@ def interleaved(
     return found
 
 
-def thread_handoffs(repeats: int) -> list[float]:
-    """Seconds to start a thread that hands one item back through a queue: the least that
-    reading a body in a worker thread adds to the first chunk."""
-    times = []
-    for _ in range(repeats):
-        handed: queue.SimpleQueue[int] = queue.SimpleQueue()
-        start = time.perf_counter()
-        threading.Thread(target=handed.put, args=(1,), daemon=True).start()
-        handed.get()
-        times.append(time.perf_counter() - start)
-    return times
-
-
 @dataclass
 class Result:
-    handoffs: list[float]
     big: int
     throughput: dict[str, list[Reading]]
     first: dict[str, list[Reading]]
@@ -152,7 +137,6 @@ def run(big: int, repeats: int, first_repeats: int) -> Result:
     """Every figure: the big body, the first event, the 10,000 events."""
     with servers.origin(routes(big)) as base:
         return Result(
-            thread_handoffs(first_repeats),
             big,
             interleaved(base, "/big", repeats, 1, (LIVE, KEPT, RECORDING)),
             interleaved(base, "/first", first_repeats, 3),
@@ -204,8 +188,6 @@ def rows(result: Result) -> list[str]:
         f"| {kept / rec:.2f}× the throughput |",
         f"| time to first event | {ms(first[0])} | {ms(first[1])} "
         f"| {(first[1] - first[0]) * 1e3:+.2f} ms |",
-        f"| of which at least: a thread started and one item handed back | | "
-        f"{ms(statistics.median(result.handoffs))} | |",
         f"| {EVENTS:,} events: CPU time (all threads) | {ms(cpu[0])} | {ms(cpu[1])} "
         f"| {(cpu[1] - cpu[0]) / EVENTS * 1e6:+.1f} µs per chunk |",
         f"| same: wall time | {ms(ev_wall[0])} | {ms(ev_wall[1])} "
@@ -223,7 +205,7 @@ def breakdown(result: Result) -> list[str]:
         ("wall time", _wall),
         ("CPU, every thread", _cpu),
         ("CPU, the client's thread", lambda r: r.client_cpu),
-        ("CPU, other threads (replay's reader)", lambda r: r.cpu - r.client_cpu),
+        ("CPU, other threads (replay's watcher)", lambda r: r.cpu - r.client_cpu),
     ]
     lines = [
         f"Where the time of the {result.big / 1e6:.0f} MB body goes ({chunks:,} chunks), "

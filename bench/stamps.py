@@ -9,7 +9,9 @@ that moment (`|at − (headers_at + 40 ms × (n + 1))|`), per chunk.
 Contenders: the client's own `AsyncHTTPTransport` inside `use_cassette` (replay reads the
 body from a worker thread), and a subclass of it that replay cannot read from a thread
 (the body is read by a task on the client's loop: the floor of what a loop-bound reader can
-do, about the whole second late).
+do, about the whole second late). And a sync `httpx.Client`, busy for one second with its
+first event: it reads its body itself while it keeps up, and replay's worker thread reads
+on for it while it is away.
 """
 
 from __future__ import annotations
@@ -46,14 +48,30 @@ async def _record(url: str, path: Path, transport: Any) -> None:
                 pass
 
 
+def _record_sync(url: str, path: Path) -> None:
+    with (
+        replay.use_cassette(path, record_mode="all"),
+        httpx.Client() as client,
+        client.stream("GET", url) as response,
+    ):
+        chunks = response.iter_raw()
+        next(chunks)  # the first event, read as it arrives
+        time.sleep(BLOCK)  # the client is busy with it
+        for _ in chunks:
+            pass
+
+
 def stamp_errors(runs: int, runner: str, transport: type[Any] | None) -> list[float]:
     """|recorded at − sent at| of every event of `runs` recordings, in seconds."""
     errors: list[float] = []
     with Origin({"/stream": STREAM}) as origin, tempfile.TemporaryDirectory() as tmp:
         for run in range(runs):
             path = Path(tmp) / f"run{run}.msgpack"
-            made = None if transport is None else transport()
-            anyio.run(_record, origin.url + "/stream", path, made, backend=runner)
+            if runner == "sync":
+                _record_sync(origin.url + "/stream", path)
+            else:
+                made = None if transport is None else transport()
+                anyio.run(_record, origin.url + "/stream", path, made, backend=runner)
             [interaction] = replay.Cassette.load(path).interactions
             response = interaction.response
             for n, event in enumerate(response.events()):

@@ -70,14 +70,16 @@ class _SyncBody:
     def __iter__(self) -> Iterator[bytes]:
         # A generator, not `return self`: httpx2 iterates its stream with `yield from`, which
         # calls the iterator's `close` when the client abandons it; that must not be ours.
+        get = self._reader.get
         while True:
-            item = self._reader.get()
-            if item is END:
-                return
-            if isinstance(item, Failed):
+            item = get()
+            if type(item) is bytes:
+                yield item
+            elif isinstance(item, Failed):
                 raise item.error
-            assert isinstance(item, bytes)
-            yield item
+            else:
+                assert item is END
+                return
 
     def close(self) -> None:
         if not self._closed:

@@ -374,7 +374,13 @@ def test_early_close_of_an_endless_stream_is_prompt_and_ends_the_recording_there
 
 
 def _recorder_threads() -> set[threading.Thread]:
+    """The reader threads busy with a body."""
     return {thread for thread in threading.enumerate() if thread.name == "replay-recorder"}
+
+
+def _reader_threads() -> set[threading.Thread]:
+    """The reader threads, busy or idle."""
+    return {t for t in threading.enumerate() if t.name.startswith("replay-recorder")}
 
 
 @pytest.mark.parametrize("library", LIBRARIES)
@@ -390,6 +396,28 @@ def test_early_close_lets_go_of_the_upstream_connection_at_once(
     assert _recorder_threads() == others
 
 
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_a_client_that_dawdles_then_closes_lets_go_of_the_thread_reading_for_it(
+    origin: Origin, library: str
+) -> None:
+    # The client reads its first chunk itself, then dawdles: its watcher reads on for it
+    # (the second chunk, then a read blocked on a stream that never ends). Closing wakes it.
+    origin.route(
+        "/endless", Script(chunks=((0.0, b"data: 1\n\n"), (0.0, b"data: 2\n\n")), end="hang")
+    )
+    others = _recorder_threads()
+    seen, interaction = fetch_one(
+        (library, "sync"), origin.url + "/endless", limit=2, work=0.2, timeout=30.0
+    )
+    assert seen.chunks == [b"data: 1\n\n", b"data: 2\n\n"]
+    assert seen.closed_at - seen.times[-1] < 1.0
+    assert _recorder_threads() == others
+    response = interaction.response
+    assert [chunk.data for chunk in response.chunks] == seen.chunks
+    assert response.end.truncated
+    assert response.chunks[1].at < seen.times[1] - 0.1  # read for it while it dawdled
+
+
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_one_reader_thread_reads_body_after_body_and_holds_none_of_them(
     origin: Origin, flavour: tuple[str, str]
@@ -403,13 +431,19 @@ def test_one_reader_thread_reads_body_after_body_and_holds_none_of_them(
         readers.append(threading.current_thread())
         return interaction
 
+    before = _reader_threads()
     seen, cassette = fetch(
         flavour, origin.url + "/stream", times=3, redactor=replay.Redactor(hook=note_reader)
     )
     assert [s.chunks for s in seen] == [[b"data: 1\n\n", b"data: 2\n\n"]] * 3
     assert len(readers) == 3
-    assert len(set(readers)) == 1
-    assert readers[0] is not threading.current_thread()
+    assert len(_reader_threads() - before) <= 1  # one thread at most, for the three bodies
+    client = threading.current_thread()
+    if flavour[1] == "sync":  # read by the client while it kept up; else by its watcher
+        assert len(set(readers) - {client}) <= 1
+    else:
+        assert len(set(readers)) == 1
+        assert readers[0] is not client
     kept = weakref.ref(cassette)
     del seen, cassette
     # The thread holds the last body until it handed over its end: give it that moment.
