@@ -32,6 +32,7 @@ import atexit
 import collections
 import contextlib
 import contextvars
+import functools
 import os
 import queue
 import threading
@@ -215,8 +216,6 @@ class ThreadReader:
         self._gets = 0
         self._sleeping = False
         self._nudge: queue.SimpleQueue[None] = queue.SimpleQueue()
-        if self._shared:
-            self._body = iter(upstream.stream)
         job = self._watch if self._shared else self._run
         # (In the sessions of the client's context: a `before_record` hook that sends runs
         # in the session that recorded, as it did in a thread started for the body.)
@@ -228,13 +227,21 @@ class ThreadReader:
         """The next item of the body, read now (by the thread; of a shared body, by whoever
         holds `_turn`): a chunk, noted; at the end (or once the client let go), how the body
         ended."""
-        assert self._body is not None
         try:
-            data = next(self._body)
+            body = self._body
+            if body is None:
+                body = self._body = iter(self.upstream.stream)
+            data = next(body)
         except StopIteration:
             return self._end(None)
         except Exception as caught:  # the body's end: recorded, and the client's too
             return self._end(caught)
+        except BaseException:  # the client's read interrupted (KeyboardInterrupt): its end
+            self._read_all = True  # (the body, a generator that raised, is over)
+            self._body = None
+            _quietly(self.upstream.close)
+            _quietly(functools.partial(self._recording.finish, stopped_by="client"))
+            raise
         if self._abandoned:
             return self._end(None)
         self._recording.got_chunk(data)
@@ -243,6 +250,7 @@ class ThreadReader:
     def _end(self, error: BaseException | None) -> object:
         """Close the upstream and store the recording: the body's last item for the client."""
         self._read_all = True
+        self._body = None
         with self._lock:  # from here on the connection may go back to the pool
             self._reading = False
         _quietly(self.upstream.close)
@@ -272,10 +280,9 @@ class ThreadReader:
                 return END
             self._recording.got_headers(upstream.status_code, headers_of(upstream))
             self._put(upstream)
-        self._body = iter(upstream.stream)
         while True:
             item = self._step()
-            if type(item) is not bytes:
+            if _is_last(item):
                 return item
             self._put(item)
 
@@ -316,20 +323,14 @@ class ThreadReader:
     def _read_away(self) -> object:
         """Read while the client is away (holding `_turn`), queueing each chunk; the body's
         last item, if it came (else None: the client is back)."""
-        if self._read_all or self._abandoned:
+        if self._read_all or self._abandoned:  # (`abandon` sees `_turn` taken, or this it)
             return None
-        with self._lock:
-            self._reading = True
-        try:
-            while self._left:
-                item = self._step()
-                if type(item) is not bytes:
-                    return item  # handed over once the thread is idle (`_hand_last`)
-                self._put(item)
-            return None
-        finally:
-            with self._lock:
-                self._reading = False
+        while self._left:
+            item = self._step()
+            if _is_last(item):
+                return item  # handed over once the thread is idle (`_hand_last`)
+            self._put(item)
+        return None
 
     def _hand_last(self, item: object) -> None:
         if item is not None:
@@ -380,7 +381,7 @@ class ThreadReader:
                     item = self._step()
                 finally:
                     self._turn.release()
-                if type(item) is not bytes:
+                if _is_last(item):
                     self.over = True
                     self._nudge.put(None)  # the thread's watch is over
                 return item
@@ -426,10 +427,12 @@ class ThreadReader:
 
     def abandon(self) -> bool:
         """Make the thread let go (from any thread); False if a read it is blocked in cannot
-        be woken (HTTP/2, a custom transport: it stops at its next chunk)."""
+        be woken (HTTP/2, a custom transport: it stops at its next chunk). A shared body's
+        reader, the thread or another of the client's, is woken alike."""
         with self._lock:
-            self._abandoned = True
-            if self.upstream is None or not self._reading:
+            self._abandoned = True  # then look at `_turn`: a reader takes it, then looks here
+            reading = self._reading or (self._shared and self._turn.locked())
+            if self.upstream is None or not reading:
                 return True
             return interrupt(self.upstream)
 
@@ -440,10 +443,14 @@ class ThreadReader:
         if self.abandon():
             self._nudge.put(None)  # a watching thread: its watch is over
             self._done.wait(_CLOSE_WAIT)
-        if not self._done.is_set() and self.upstream is not None:
+        if self._shared and self._turn.acquire(False):  # nobody reads: end it here
+            try:
+                if not self._read_all:
+                    _quietly(self.upstream.close)
+            finally:
+                self._turn.release()
+        elif not self._done.is_set() and self.upstream is not None:
             _quietly(self.upstream.close)  # a read nothing can wake: end it from here
-        elif self._shared and not self._read_all:
-            _quietly(self.upstream.close)  # nobody read it to its end: nobody closed it
         with self._lock:
             remaining = list(self._items)
         _raise_hook_failure(stopped, remaining)
@@ -466,6 +473,11 @@ class ThreadReader:
         except Exception as failure:
             return failure
         return None
+
+
+def _is_last(item: object) -> bool:
+    """Whether `item` ends a body (a chunk is bytes, as a rule: looked at first)."""
+    return type(item) is not bytes and (item is END or isinstance(item, Failed))
 
 
 def _raise_hook_failure(stopped: Exception | None, remaining: list[object]) -> None:

@@ -21,7 +21,7 @@ import contextlib
 import functools
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx
@@ -61,7 +61,8 @@ class _Failed:
 
 
 class _SyncBody:
-    """The client's side of a sync recording: what the reader thread queued for it."""
+    """The client's side of a sync recording: its chunks, read as it asks for them (or by
+    the thread that reads on for it while it is away)."""
 
     def __init__(self, recording: Recording, upstream: Any) -> None:
         self._reader = ThreadReader(recording, upstream)
@@ -75,11 +76,12 @@ class _SyncBody:
             item = get()
             if type(item) is bytes:
                 yield item
+            elif item is END:
+                return
             elif isinstance(item, Failed):
                 raise item.error
-            else:
-                assert item is END
-                return
+            else:  # a chunk of a subclass of bytes
+                yield cast(bytes, item)
 
     def close(self) -> None:
         if not self._closed:

@@ -396,6 +396,72 @@ def test_early_close_lets_go_of_the_upstream_connection_at_once(
     assert _recorder_threads() == others
 
 
+class Interrupted(BaseException):
+    """Raised by a signal handler in the middle of a read, as KeyboardInterrupt is."""
+
+
+def _interrupt(*_: object) -> None:
+    raise Interrupted
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_a_read_interrupted_in_the_client_is_recorded_as_the_client_stopping(
+    origin: Origin, library: str
+) -> None:
+    # The client reads its body itself while it keeps up: an interrupt in its read ends the
+    # body there. It must not pass for the body's end (the dead generator's StopIteration).
+    origin.route("/endless", Script(chunks=((0.0, b"data: 1\n\n"),), end="hang"))
+    cassette = Cassette()
+    module = LIBRARIES[library]
+    transport = replay.RecordingTransport(cassette, module.HTTPTransport())
+    previous = signal.signal(signal.SIGALRM, _interrupt)
+    try:
+        with (
+            module.Client(transport=transport, timeout=30.0) as client,
+            client.stream("GET", origin.url + "/endless") as response,
+        ):
+            chunks = response.iter_raw()
+            assert next(chunks) == b"data: 1\n\n"
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+            with pytest.raises(Interrupted):
+                next(chunks)  # blocks: the origin sends nothing more
+            time.sleep(0.1)  # the watcher, had the body passed for ended, would store it so
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    [interaction] = cassette.interactions
+    end = interaction.response.end
+    assert (end.truncated, end.stopped_by, end.error) == (True, "client", None)
+    assert [chunk.data for chunk in interaction.response.chunks] == [b"data: 1\n\n"]
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_closing_from_another_thread_wakes_the_client_blocked_in_its_own_read(
+    origin: Origin, library: str
+) -> None:
+    origin.route("/endless", Script(chunks=((0.0, b"data: 1\n\n"),), end="hang"))
+    cassette = Cassette()
+    module = LIBRARIES[library]
+    transport = replay.RecordingTransport(cassette, module.HTTPTransport())
+    with (
+        module.Client(transport=transport, timeout=30.0) as client,
+        client.stream("GET", origin.url + "/endless") as response,
+    ):
+        chunks = response.iter_raw()
+        assert next(chunks) == b"data: 1\n\n"
+        closer = threading.Timer(0.2, response.close)
+        closer.start()
+        start = time.monotonic()
+        with pytest.raises((module.StreamClosed, StopIteration, module.TransportError)):
+            next(chunks)  # blocked until the other thread closes the response
+        waited = time.monotonic() - start
+        closer.join(5)
+    assert waited < 2.0
+    [interaction] = cassette.interactions
+    assert interaction.response.end.stopped_by == "client"
+
+
 @pytest.mark.parametrize("library", LIBRARIES)
 def test_a_client_that_dawdles_then_closes_lets_go_of_the_thread_reading_for_it(
     origin: Origin, library: str

@@ -7,6 +7,7 @@ the same requests exception after the same bytes), and nothing may reach the net
 
 from __future__ import annotations
 
+import signal
 import time
 import zlib
 from collections.abc import Callable
@@ -225,6 +226,40 @@ def test_closing_early_while_recording_stops_the_recording_at_once(cassette_path
     assert first == EVENTS[0]
     assert closing < 0.3
     assert end.stopped_by == "client"
+
+
+class Interrupted(BaseException):
+    """Raised by a signal handler in the middle of a read, as KeyboardInterrupt is."""
+
+
+def _interrupt(*_: object) -> None:
+    raise Interrupted
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
+def test_a_read_interrupted_while_recording_is_recorded_as_the_client_stopping(
+    cassette_path: Path,
+) -> None:
+    previous = signal.signal(signal.SIGALRM, _interrupt)
+    try:
+        with (
+            Origin(ROUTES) as origin,
+            requests.Session() as session,
+            replay.use_cassette(cassette_path, record_mode="all"),
+        ):
+            response = get_stream(session, origin.url + "/hang")
+            pieces = response.iter_content(None)
+            assert next(pieces) == EVENTS[0]
+            assert next(pieces) == EVENTS[1]
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+            with pytest.raises(Interrupted):
+                next(pieces)  # blocks: the origin sends nothing more
+            time.sleep(0.1)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    end = replay.Cassette.load(cassette_path).interactions[0].response.end
+    assert (end.truncated, end.stopped_by, end.error) == (True, "client", None)
 
 
 def test_an_empty_cassette_in_mode_none_refuses_before_connecting(cassette_path: Path) -> None:
