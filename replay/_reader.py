@@ -128,8 +128,9 @@ class _Workers:
             thread.name = _BUSY_NAME
             try:
                 item = contextvars.Context().run(job)
-            except BaseException:  # ends the thread (with a traceback), as it did before
+            except BaseException as error:  # ends the thread (with a traceback), as before
                 thread.name = _IDLE_NAME
+                last(Failed(error))  # the client hears of it: it must not wait for more
                 done.set()
                 raise
             thread.name = _IDLE_NAME  # before `done`: a closed body's reader is seen idle
@@ -236,11 +237,12 @@ class ThreadReader:
             return self._end(None)
         except Exception as caught:  # the body's end: recorded, and the client's too
             return self._end(caught)
-        except BaseException:  # the client's read interrupted (KeyboardInterrupt): its end
-            self._read_all = True  # (the body, a generator that raised, is over)
+        except BaseException:  # the read interrupted (KeyboardInterrupt): the body is over
+            with self._lock:  # (a generator that raised)
+                self._read_all = True
+                self._reading = False
             self._body = None
             _quietly(self.upstream.close)
-            _quietly(functools.partial(self._recording.finish, stopped_by="client"))
             raise
         if self._abandoned:
             return self._end(None)
@@ -249,10 +251,10 @@ class ThreadReader:
 
     def _end(self, error: BaseException | None) -> object:
         """Close the upstream and store the recording: the body's last item for the client."""
-        self._read_all = True
-        self._body = None
-        with self._lock:  # from here on the connection may go back to the pool
+        with self._lock:  # from here on the connection may go back to the pool: no waking it
+            self._read_all = True
             self._reading = False
+        self._body = None
         _quietly(self.upstream.close)
         if self._abandoned:
             return END
@@ -368,6 +370,8 @@ class ThreadReader:
             if not self._items:  # the thread only appends: what is there stays there
                 self._wait()
             return self._take()
+        if self.over:  # (asked again, after the end)
+            return END
         self._left = 0.0
         self._gets += 1
         try:
@@ -379,8 +383,14 @@ class ThreadReader:
                     if self._items or self._read_all:  # it queued that before letting go
                         continue
                     item = self._step()
+                except BaseException:  # the client's read interrupted: it stopped there
+                    self.over = True
+                    _quietly(functools.partial(self._recording.finish, stopped_by="client"))
+                    raise
                 finally:
                     self._turn.release()
+                if self._abandoned:  # closed meanwhile from another thread, which left it here
+                    self._close_unread()
                 if _is_last(item):
                     self.over = True
                     self._nudge.put(None)  # the thread's watch is over
@@ -431,7 +441,7 @@ class ThreadReader:
         reader, the thread or another of the client's, is woken alike."""
         with self._lock:
             self._abandoned = True  # then look at `_turn`: a reader takes it, then looks here
-            reading = self._reading or (self._shared and self._turn.locked())
+            reading = self._reading or (self._shared and not self._read_all and self._turn.locked())
             if self.upstream is None or not reading:
                 return True
             return interrupt(self.upstream)
@@ -443,17 +453,25 @@ class ThreadReader:
         if self.abandon():
             self._nudge.put(None)  # a watching thread: its watch is over
             self._done.wait(_CLOSE_WAIT)
-        if self._shared and self._turn.acquire(False):  # nobody reads: end it here
-            try:
-                if not self._read_all:
-                    _quietly(self.upstream.close)
-            finally:
-                self._turn.release()
+        if self._shared and self._close_unread():
+            pass
         elif not self._done.is_set() and self.upstream is not None:
             _quietly(self.upstream.close)  # a read nothing can wake: end it from here
         with self._lock:
             remaining = list(self._items)
         _raise_hook_failure(stopped, remaining)
+
+    def _close_unread(self) -> bool:
+        """Close a shared body's upstream that nobody read to its end, unless a reader holds
+        `_turn` (False: woken, it ends the body itself)."""
+        if not self._turn.acquire(False):
+            return False
+        try:
+            if not self._read_all:
+                _quietly(self.upstream.close)
+        finally:
+            self._turn.release()
+        return True
 
     async def aclose(self) -> None:
         """Async twin of `close`: waits on the client's loop (shielded, briefly)."""

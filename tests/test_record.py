@@ -30,8 +30,9 @@ import pytest
 from flavours import ABANDONED_HTTPX_GENERATORS, FLAVOURS, HTTPX_FLAVOURS, LIBRARIES
 
 import replay
-from replay import Cassette, Interaction
+from replay import Cassette, Interaction, _reader
 from replay._origin import Origin, Script
+from replay.clock import MonotonicClock
 from replay.engine import Tape
 from replay.record import record_sync
 
@@ -394,6 +395,53 @@ def test_early_close_lets_go_of_the_upstream_connection_at_once(
     seen, _ = fetch_one((library, "sync"), origin.url + "/endless", limit=1, timeout=30.0)
     assert seen.chunks == [b"data: 1\n\n"]
     assert _recorder_threads() == others
+
+
+class _Pooled:
+    """An upstream body of two chunks on a real socket (one end of a socketpair), as the
+    reader sees one: closing it hands the connection back, as httpx's pool would."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.stream = iter((b"data: 1\n\n", b"data: 2\n\n"))
+        self.extensions = {"network_stream": self}
+        self.closed = False
+
+    def get_extra_info(self, name: str) -> Any:
+        return self.sock if name == "socket" else None
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_closing_while_the_end_is_stored_leaves_the_pooled_connection_alone() -> None:
+    # Once the body is read, its connection is back in the pool (another request may use
+    # it): a close that comes while the recording is being stored must not shut it down.
+    ours, peer = socket.socketpair()
+    upstream = _Pooled(ours)
+    readers: list[_reader.ThreadReader] = []
+
+    def close_meanwhile(_: Interaction) -> None:  # as the recording is stored
+        closer = threading.Thread(target=readers[0].close)
+        closer.start()
+        closer.join(5)
+
+    tape = Tape(Cassette(), on_recorded=close_meanwhile)
+    clock = MonotonicClock()
+    recording = tape.start(replay.Request(method="GET", url="http://h/"), clock, clock.now())
+    recording.got_headers(200, [])
+    readers.append(_reader.ThreadReader(recording, upstream))
+    reader = readers[0]
+    try:
+        items = [reader.get() for _ in range(3)]
+        assert items[:2] == [b"data: 1\n\n", b"data: 2\n\n"]
+        assert items[2] is _reader.END
+        assert upstream.closed
+        ours.sendall(b"still open")
+        assert peer.recv(64) == b"still open"
+    finally:
+        ours.close()
+        peer.close()
 
 
 class Interrupted(BaseException):
