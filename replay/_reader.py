@@ -15,10 +15,10 @@ there what a thread started afresh cost).
 - A sync client (`get`) reads its body itself while it keeps up: a chunk read as soon as
   the client asks for it is stamped when it arrives, and handing every chunk from one thread
   to the other cost more than reading it (a switch of threads, and of the GIL, for each; and
-  the reader's fresh pages: 0.55x the live throughput in bench 10, against 0.85x). The thread
-  watches meanwhile: once the client has been away for `_AWAY` (busy with a chunk), it reads
-  for it, queueing what comes, until the client is back. It sleeps while the client reads;
-  the client leaving wakes it.
+  the reader's fresh pages: 0.55x the live throughput in bench 10, against about 0.8x). The
+  thread watches meanwhile: once the client has been away for `_AWAY` (busy with a chunk),
+  it reads for it, queueing what comes, until the client is back. It sleeps while the
+  client reads; the client leaving wakes it.
 
 A client that closes early makes the thread let go at once: an HTTP/1 read blocked on the
 socket is woken by shutting the socket down (closing it from another thread would not wake
