@@ -383,10 +383,6 @@ class ThreadReader:
                     if self._items or self._read_all:  # it queued that before letting go
                         continue
                     item = self._step()
-                except BaseException:  # the client's read interrupted: it stopped there
-                    self.over = True
-                    _quietly(functools.partial(self._recording.finish, stopped_by="client"))
-                    raise
                 finally:
                     self._turn.release()
                 if self._abandoned:  # closed meanwhile from another thread, which left it here
@@ -396,6 +392,12 @@ class ThreadReader:
                     self._nudge.put(None)  # the thread's watch is over
                 return item
             return self._take()
+        except BaseException:  # interrupted (KeyboardInterrupt), reading or waiting
+            self.over = True  # the client stopped there, as if it closed
+            _quietly(functools.partial(self._recording.finish, stopped_by="client"))
+            self.abandon()  # (the thread may be reading for it)
+            self._nudge.put(None)
+            raise
         finally:
             self._left = time.monotonic()
             if self._sleeping:  # then look again: one of the two sees the other

@@ -453,12 +453,14 @@ def _interrupt(*_: object) -> None:
 
 
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
+@pytest.mark.parametrize("dawdle", [0.0, 0.05], ids=["reading", "waiting"])
 @pytest.mark.parametrize("library", LIBRARIES)
 def test_a_read_interrupted_in_the_client_is_recorded_as_the_client_stopping(
-    origin: Origin, library: str
+    origin: Origin, library: str, dawdle: float
 ) -> None:
     # The client reads its body itself while it keeps up: an interrupt in its read ends the
     # body there. It must not pass for the body's end (the dead generator's StopIteration).
+    # A client that dawdled first waits for its watcher's read instead: the same.
     origin.route("/endless", Script(chunks=((0.0, b"data: 1\n\n"),), end="hang"))
     cassette = Cassette()
     module = LIBRARIES[library]
@@ -471,6 +473,7 @@ def test_a_read_interrupted_in_the_client_is_recorded_as_the_client_stopping(
         ):
             chunks = response.iter_raw()
             assert next(chunks) == b"data: 1\n\n"
+            time.sleep(dawdle)
             signal.setitimer(signal.ITIMER_REAL, 0.2)
             with pytest.raises(Interrupted):
                 next(chunks)  # blocks: the origin sends nothing more
