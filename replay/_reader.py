@@ -65,8 +65,9 @@ _IDLE_WAIT: Final = 10.0
 #: sleeps while the client waits in a read, and the client leaving wakes it (`_nudge`);
 #: while the client comes and goes fast, taking chunk after chunk, it looks less often, up
 #: to every `_NAP_MAX` (each wake-up of a thread took the GIL from a client reading at full
-#: speed: some 0.2 ms of its time, on a busy 2-core machine): a client that dawdles after
-#: that lags by `_NAP_MAX` at most. `_SLEEP` bounds a sleep all the same.
+#: speed: some 0.2 ms of its time, on a busy 2-core machine): the stamps of a client that
+#: dawdles after that lag by `_NAP_MAX` and `_AWAY` at most, some 18 ms. `_SLEEP` bounds a
+#: sleep all the same.
 _AWAY: Final = 0.002
 _NAP_MAX: Final = 0.016
 _SLEEP: Final = 0.1
@@ -303,7 +304,7 @@ class ThreadReader:
                 return None
             left, cycles = self._left, self._gets - gets
             gets += cycles
-            if left and time.monotonic() - left >= _AWAY and self._turn.acquire(blocking=False):
+            if left and time.monotonic() - left >= _AWAY and self._turn.acquire(False):
                 try:
                     item = self._read_away()
                 finally:
