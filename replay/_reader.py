@@ -456,9 +456,8 @@ class ThreadReader:
         if self.abandon():
             self._nudge.put(None)  # a watching thread: its watch is over
             self._done.wait(_CLOSE_WAIT)
-        if self._shared and self._close_unread():
-            pass
-        elif not self._done.is_set() and self.upstream is not None:
+        closed = self._shared and self._close_unread()  # nobody reads it: ended here
+        if not closed and not self._done.is_set() and self.upstream is not None:
             _quietly(self.upstream.close)  # a read nothing can wake: end it from here
         with self._lock:
             remaining = list(self._items)
