@@ -11,10 +11,11 @@ ratios mean something on a loaded laptop as on CI; absolute times are printed be
             `httpx.MockTransport` yielding the same chunks. Target: ratio <= 1.25.
 2. load     `replay.Cassette.load` of that cassette vs `msgpack.unpackb` of the same file
             (target: <= 1.3x) and vcrpy loading its YAML cassette of the same response
-            (target: replay >= 5x faster).
+            (target: replay >= 5x faster); beside them, the same checks without the load's
+            memory bound (reported).
 3. match    1,000 requests that differ only by their JSON body, in shuffled order: replay vs
             an `httpx.MockTransport` answering from a dict (the floor; target <= 1.10x) vs
-            vcrpy.
+            vcrpy; beside them, a MockTransport keyed by each body's JSON key (reported).
 4. timing   A 40-gap stream (gaps of 10-30 ms) replayed at speed 1 on the real clock: gap
             error and end-to-end drift. Targets: median gap error < 1 ms, drift < 5 ms.
 5. stamps   Recording while an async client blocks its event loop for 1 s after the headers,
