@@ -239,11 +239,7 @@ class ThreadReader:
         except Exception as caught:  # the body's end: recorded, and the client's too
             return self._end(caught)
         except BaseException:  # the read interrupted (KeyboardInterrupt): the body is over
-            with self._lock:  # (a generator that raised)
-                self._read_all = True
-                self._reading = False
-            self._body = None
-            _quietly(self.upstream.close)
+            self._let_go()  # (a generator that raised)
             raise
         if self._abandoned:
             return self._end(None)
@@ -252,11 +248,7 @@ class ThreadReader:
 
     def _end(self, error: BaseException | None) -> object:
         """Close the upstream and store the recording: the body's last item for the client."""
-        with self._lock:  # from here on the connection may go back to the pool: no waking it
-            self._read_all = True
-            self._reading = False
-        self._body = None
-        _quietly(self.upstream.close)
+        self._let_go()
         if self._abandoned:
             return END
         try:
@@ -264,6 +256,14 @@ class ThreadReader:
         except Exception as failure:  # a before_record hook raised: the client hears of it
             return _HookFailed(failure)
         return END if error is None else Failed(error)
+
+    def _let_go(self) -> None:
+        """The body is read to its end (or its read broke off): close the upstream."""
+        with self._lock:  # from here on the connection may go back to the pool: no waking it
+            self._read_all = True
+            self._reading = False
+        self._body = None
+        _quietly(self.upstream.close)
 
     # -- the thread --------------------------------------------------------------------------
 
