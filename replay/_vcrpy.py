@@ -1,12 +1,13 @@
 """vcrpy's cassettes, both ways: interactions to the text of a vcrpy cassette and back.
 
-Read and written through vcrpy's own serializers (`vcr.serialize`), laid out exactly as
+Written through vcrpy's own serializers (`vcr.serialize`), laid out exactly as
 vcrpy's httpx stub records them: request headers through `httpx.Headers`, response headers
 grouped by lower-cased name, and the body as it came off the transport, still compressed
 when the response had a `Content-Encoding` (vcrpy's playback hands it to httpx, which
-decompresses it). Read back as vcrpy reads them, and a cassette of pydantic-ai's serializer
-(`parsed_body`) as pydantic-ai reads it (`replay._pydantic_ai`). Files are
-`replay.convert`'s business; vcrpy itself is imported lazily.
+decompresses it). Read back from the document `replay._yaml`'s safe loader (or JSON) made,
+as vcrpy reads it, and a cassette of pydantic-ai's serializer (`parsed_body`) as
+pydantic-ai reads it (`replay._pydantic_ai`). Files are `replay.convert`'s business; vcrpy
+itself is imported lazily.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from replay._pydantic_ai import ParsedBodyError, unparse_bodies
 from replay.errors import CassetteFormatError
 from replay.model import Chunk, Interaction, Request, Response, StreamEnd
 
-__all__ = ["from_vcr_text", "to_vcr_text"]
+__all__ = ["from_vcr_document", "to_vcr_text"]
 
 
 def _vcr_request(request: Request) -> Any:
@@ -63,23 +64,21 @@ def to_vcr_text(interactions: Sequence[Interaction], serializer: Any) -> str:
     return text
 
 
-def from_vcr_text(text: str, serializer: Any, path: Path) -> tuple[list[Interaction], str | None]:
-    """The interactions of a vcrpy cassette's text, read with vcrpy's `serializer`.
+def from_vcr_document(document: Any, path: Path) -> tuple[list[Interaction], str | None]:
+    """The interactions of a vcrpy cassette, parsed already (`replay._yaml`, or JSON).
 
     Each response becomes one chunk at 0 s (see `replay.convert.load_vcr`). A cassette of
     pydantic-ai's serializer (`parsed_body`) is read as pydantic-ai's deserializer reads it.
+    The text is never handed to vcrpy's own reader: before vcrpy 8.3 it builds any Python
+    object a YAML tag names.
 
     Returns:
         The interactions, and the serializer that wrote them when it was not vcrpy's own
         (`"pydantic-ai serializer"`), else None.
 
     Raises:
-        CassetteFormatError: the text is not a vcrpy cassette (the message names `path`).
+        CassetteFormatError: the document is not a vcrpy cassette (the message names `path`).
     """
-    try:
-        document = serializer.deserialize(text)
-    except Exception as exc:  # yaml, json and vcrpy raise assorted types on foreign input
-        raise CassetteFormatError(path, f"not a vcrpy cassette ({_parse_problem(exc)})") from exc
     items = _interaction_items(document, path)
     try:
         foreign = unparse_bodies(items)
@@ -93,14 +92,6 @@ def from_vcr_text(text: str, serializer: Any, path: Path) -> tuple[list[Interact
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise CassetteFormatError(path, f"interactions[{i}]: {_describe(exc)}") from exc
     return result, "pydantic-ai serializer" if foreign else None
-
-
-def _parse_problem(exc: Exception) -> str:
-    """One line on why the text did not parse: YAML's problem and its line, or the error."""
-    problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)
-    if problem and mark is not None:
-        return f"{problem}, line {mark.line + 1}"
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _interaction_items(document: Any, path: Path) -> list[Any]:

@@ -31,7 +31,8 @@ from replay._json_export import (
     import_json,
     parse_json,
 )
-from replay._vcrpy import from_vcr_text, to_vcr_text
+from replay._vcrpy import from_vcr_document, to_vcr_text
+from replay._yaml import load_yaml
 from replay.errors import CassetteFormatError, ConfigurationError
 from replay.model import Interaction
 from replay.redact import Redactor
@@ -163,9 +164,7 @@ def _format_of(path: Path) -> tuple[str, bool]:
 
 
 def _from_yaml(text: str, path: Path) -> tuple[list[Interaction], str]:
-    from vcr.serializers import yamlserializer
-
-    interactions, writer = from_vcr_text(text, yamlserializer, path)
+    interactions, writer = from_vcr_document(load_yaml(text, path), path)
     return interactions, "vcrpy YAML" + (f" ({writer})" if writer else "")
 
 
@@ -176,9 +175,7 @@ def _from_json(text: str, path: Path) -> tuple[list[Interaction], str]:
     if isinstance(document, list) or (
         isinstance(document, dict) and {"interactions", "http_interactions"} & set(document)
     ):
-        from vcr.serializers import jsonserializer
-
-        interactions, writer = from_vcr_text(text, jsonserializer, path)
+        interactions, writer = from_vcr_document(document, path)
         return interactions, "vcrpy JSON" + (f" ({writer})" if writer else "")
     raise CassetteFormatError(
         path,
@@ -202,7 +199,7 @@ def save_vcr(path: str | Path, interactions: Sequence[Interaction]) -> None:
 
 
 def load_vcr(path: str | Path) -> list[Interaction]:
-    """Read a vcrpy YAML cassette (gzip-compressed too), with vcrpy's own (safe) loader.
+    """Read a vcrpy YAML cassette (gzip-compressed too), with a safe loader (`replay._yaml`).
 
     Each response becomes one chunk at 0 s with its end at 0 s: vcrpy records no timing. A
     cassette of pydantic-ai's serializer is read as pydantic-ai reads it.

@@ -307,7 +307,7 @@ def test_a_missing_source_is_file_not_found(tmp_path: Path, suffix: str) -> None
         (b"\xff\xfe", "not UTF-8 text"),
         (b"interactions: [\n", "node content, line 2)"),
         (b"- just\n- a list\n", "expected a mapping of 'interactions', found list"),
-        (b"!!python/object/apply:os.system ['true']\n", "not a vcrpy cassette"),
+        (b"!!python/object/apply:os.system ['true']\n", "refused: the YAML tag !!python/"),
         (
             b"interactions:\n- request: {method: GET}\n  response: {}\nversion: 1\n",
             "interactions[0]: request: missing field 'uri'",
