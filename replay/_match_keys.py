@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, parse_qsl, urlsplit
 
+from replay import _deep_json
+
 if TYPE_CHECKING:
     from replay.model import Request
 
@@ -63,7 +65,15 @@ def _c_encoder() -> Callable[[object], str]:
     return encode
 
 
-_canonical = _c_encoder()
+_shallow_canonical = _c_encoder()
+
+
+def _canonical(value: object) -> str:
+    """`value` as its canonical JSON text (sorted names, no spaces, ASCII), at any depth."""
+    try:
+        return _shallow_canonical(value)
+    except RecursionError:  # nested deeper than the standard library writes
+        return _deep_json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 def _port(parts: SplitResult) -> int | None:
@@ -119,7 +129,15 @@ _scan: Callable[[str, int], tuple[object, int]] = _DECODER.scan_once  # type: ig
 
 
 def _parse(body: bytes) -> object:
-    """The JSON value of `body`, as `json.loads` decodes it (ValueError when it is not)."""
+    """The JSON value of `body`, as `json.loads` decodes it (ValueError when it is not), at
+    any depth."""
+    try:
+        return _parse_shallow(body)
+    except RecursionError:  # nested deeper than the standard library reads
+        return _deep_json.loads(body)
+
+
+def _parse_shallow(body: bytes) -> object:
     if body and body[0] in _JSON_STARTS and (len(body) == 1 or body[1]):
         # What `json.loads` would decode it as (`json.detect_encoding` says UTF-8 when
         # neither a BOM nor a NUL byte starts it), without that Python-level detection.

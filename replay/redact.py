@@ -30,7 +30,6 @@ request it came from.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
@@ -39,6 +38,7 @@ from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 import attrs
 
+from replay import _deep_json
 from replay import _secret_shapes as shapes  # (its expressions are compiled when first used)
 from replay._secret_shapes import (
     NAME_STEMS,
@@ -304,17 +304,17 @@ class Redactor:
         if not keys and not self._may_name_a_secret(body.lower()):
             return body
         try:
-            parsed = json.loads(body)
-            cleaned, changed = self._json_value(parsed, secret=False, keys=keys)
-        except (ValueError, RecursionError):  # not JSON after all, or too deep to walk
+            parsed = _deep_json.loads(body)  # at any depth: a body is untrusted input
+        except ValueError:  # not JSON after all
             return shapes.SHAPES_BYTES.sub(PLACEHOLDER.encode(), body)
+        cleaned, changed = self._json_value(parsed, keys=keys)
         if not changed:
             return body
         separators = (", ", ": ") if b": " in body else (",", ":")
         try:
-            return json.dumps(cleaned, ensure_ascii=False, separators=separators).encode()
+            return _deep_json.dumps(cleaned, separators=separators, ensure_ascii=False).encode()
         except UnicodeEncodeError:  # a lone surrogate (from a \ud800 escape) stays escaped
-            return json.dumps(cleaned, separators=separators).encode()
+            return _deep_json.dumps(cleaned, separators=separators).encode()
 
     def clean_bodies(self, bodies: Iterable[bytes]) -> frozenset[bytes]:
         """Those of `bodies` that this redactor leaves as they are when sent as JSON.
@@ -339,31 +339,45 @@ class Redactor:
         # On a longer body, `in` (once per stem) scans ten times faster than alternatives.
         return any(stem in lowered for stem in self._stems)
 
-    def _json_value(self, value: object, *, secret: bool, keys: bool) -> tuple[object, bool]:
-        """`value` with secrets replaced, and whether anything was.
+    def _json_value(self, value: Any, *, keys: bool) -> tuple[Any, bool]:
+        """`value` (freshly parsed: changed in place) with secrets replaced, and whether
+        anything was.
+
+        A loop over an explicit stack, not recursion: a body nested 100,000 deep is walked
+        like any other.
 
         Args:
-            secret: `value` belongs to a credential-like field: its strings are replaced,
-                and those of its lists (not those of its objects, whose fields have names).
             keys: the body may hold a key's shape: look for it in every string.
         """
         if isinstance(value, str):
-            if secret:
-                return PLACEHOLDER, value != PLACEHOLDER
             hidden = hide_shapes(value) if keys else value
             return hidden, hidden is not value
-        if isinstance(value, list):
-            pairs = [self._json_value(item, secret=secret, keys=keys) for item in value]
-            return [item for item, _ in pairs], any(changed for _, changed in pairs)
-        if isinstance(value, dict):
-            cleaned: dict[str, object] = {}
-            changed = False
-            for name, item in value.items():
-                named = _secret(name, self._field_names) and not _reasoning_signature(name, value)
-                cleaned[name], item_changed = self._json_value(item, secret=named, keys=keys)
-                changed = changed or item_changed
-            return cleaned, changed
-        return value, False
+        changed = False
+        # Containers to walk, each with whether it is under a credential-like name (then
+        # the strings of a list there go; an object's fields have names of their own).
+        todo: list[tuple[Any, bool]] = [(value, False)]
+        while todo:
+            container, secret = todo.pop()
+            if isinstance(container, dict):
+                places = [
+                    (name, item, self._secret_field(name, item, container))
+                    for name, item in container.items()
+                ]
+            else:
+                places = [(index, item, secret) for index, item in enumerate(container)]
+            for place, item, named in places:
+                if isinstance(item, str):
+                    hidden = PLACEHOLDER if named else hide_shapes(item) if keys else item
+                    if hidden != item:
+                        container[place] = hidden
+                        changed = True
+                elif isinstance(item, (dict, list)):
+                    todo.append((item, named))
+        return value, changed
+
+    def _secret_field(self, name: str, item: object, owner: dict[str, object]) -> bool:
+        """Whether field `name` of JSON object `owner`, holding `item`, is a credential."""
+        return _secret(name, self._field_names) and not _reasoning_signature(name, owner)
 
     def _request(self, request: Request, clean: AbstractSet[bytes] = frozenset()) -> Request:
         # Once per replayed request: what is known clean is looked up here, without calls.

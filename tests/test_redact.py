@@ -656,3 +656,70 @@ def test_a_body_known_clean_is_kept_and_others_are_still_redacted() -> None:
     form = [("content-type", "application/x-www-form-urlencoded")]
     formed = replay.Request(method="POST", url="https://h/", headers=form, body=b"token=abc")
     assert redactor.request(formed, clean={b"token=abc"}).body == b"token=" + PLACEHOLDER.encode()
+
+
+# --- JSON nested deeper than the standard library reads -------------------------------------
+
+
+def deep_body(depth: int, secret: str, *, kind: str = "list") -> bytes:
+    """A JSON body with `"api_key": secret` beside a value nested `depth` deep."""
+    if kind == "list":
+        nested = b"[" * depth + b"]" * depth
+    else:
+        nested = b'{"a": ' * depth + b"1" + b"}" * depth
+    return b'{"api_key": "' + secret.encode() + b'", "nested": ' + nested + b"}"
+
+
+@pytest.mark.parametrize("kind", ["list", "object"])
+@pytest.mark.parametrize("depth", [900, 100_000])
+def test_a_json_body_nested_at_any_depth_has_its_key_redacted(depth: int, kind: str) -> None:
+    body = deep_body(depth, "deep-opaque-key", kind=kind)
+
+    request = redacted(headers=JSON, body=body)
+
+    # Only the value changed: same fields in the same order, the nesting kept whole.
+    assert request.body == body.replace(b"deep-opaque-key", PLACEHOLDER.encode())
+
+
+def test_a_session_keeps_its_interactions_beside_a_body_nested_2000_deep(
+    origin: Origin, cassette_path: Path
+) -> None:
+    def deep(secret: str) -> None:
+        headers = {"content-type": "application/json"}
+        httpx.post(f"{origin.url}{URL_PATH}", content=deep_body(2000, secret), headers=headers)
+
+    with replay.use_cassette(cassette_path):
+        send(f"{origin.url}{URL_PATH}", body={"input": "ordinary"})
+        deep("deep-recorded-key")
+
+    saved = cassette_path.read_bytes()
+    assert len(replay.Cassette.load(cassette_path).interactions) == 2
+    assert b"deep-recorded-key" not in saved
+    origin.requests.clear()
+
+    # Both replay: the deep one is matched (redacted the same way) as well as the other.
+    with replay.use_cassette(cassette_path, record_mode="none") as cassette:
+        send(f"{origin.url}{URL_PATH}", body={"input": "ordinary"})
+        deep("deep-live-key")
+
+    assert cassette.all_played
+    assert origin.requests == []
+
+
+def test_a_mismatch_between_deep_bodies_is_explained_without_their_keys(
+    origin: Origin, cassette_path: Path
+) -> None:
+    headers = {"content-type": "application/json"}
+    with replay.use_cassette(cassette_path):
+        httpx.post(f"{origin.url}{URL_PATH}", content=deep_body(2000, "k-1"), headers=headers)
+
+    body = deep_body(1999, "deep-live-key-2")
+    with (
+        replay.use_cassette(cassette_path, record_mode="none"),
+        pytest.raises(replay.CassetteMismatchError) as raised,
+    ):
+        httpx.post(f"{origin.url}{URL_PATH}", content=body, headers=headers)
+
+    message = str(raised.value)
+    assert "body" in message
+    assert "deep-live-key-2" not in message
