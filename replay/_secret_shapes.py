@@ -11,10 +11,13 @@ Two tests, so that redaction does not depend on an exact list of names:
   (`max_tokens`, `prompt_tokens`, `cache_read_input_tokens`, `x-ratelimit-remaining-tokens`),
   and `tokenizer` is no token. `ALLOWED_NAMES` lists the few credential-like names known to be
   harmless.
+- **In a URL, by name too.** A query (or fragment, or form) parameter is also secret under
+  a few names that are credentials there and ordinary words in a JSON body (`code`, an OAuth
+  authorization code; `sessionid`, `pass`, `otp`…): `URL_NAMES`.
 - **By shape.** A value holding a well-known key (`SHAPES`: OpenAI and Anthropic `sk-…`,
   AWS `AKIA…`/`ASIA…`, Google `AIza…`, GitHub, GitLab, Slack, Hugging Face, Stripe, JWTs) is
-  secret whatever its name; in a header value, so are the credentials after `Bearer` or
-  `Basic`.
+  secret whatever its name; in a header value, so are the credentials after `Bearer`,
+  `Basic` or `Token`.
 
 Both are one regular expression each and run on short strings; a name's verdict is cached,
 since the same few names come back with every request. Each expression is compiled when it
@@ -39,10 +42,12 @@ __all__ = [
     "PLACEHOLDER",
     "SHAPES",
     "SHAPES_BYTES",
+    "URL_NAMES",
     "hide_header_shapes",
     "hide_shapes",
     "holds_key",
     "is_secret_name",
+    "is_secret_url_name",
 ]
 
 #: Credential-like names that are harmless, normalised (lower case, words joined by `-`).
@@ -61,6 +66,27 @@ ALLOWED_NAMES: frozenset[str] = frozenset(
         "unk-token",
     }
 )
+
+#: Names of URL (and form) parameters that are credentials there, though not by their words:
+#: normalised (lower case, without `-`, `_` and `.`). In a JSON body these are ordinary
+#: fields (`code` of a tool call), and are judged by their words only.
+URL_NAMES: frozenset[str] = frozenset(
+    {
+        "code",  # OAuth 2.0 authorization code (and `?code=` of most sign-in callbacks)
+        "ticket",  # CAS service ticket
+        "sessionid",  # Django, and `session_id`
+        "jsessionid",  # Java servlets (also a `;jsessionid=` path parameter)
+        "phpsessid",
+        "sid",
+        "pass",
+        "passcode",
+        "otp",
+        "totp",
+        "otpcode",
+        "mfacode",
+    }
+)
+_URL_NAME_JOINERS = str.maketrans("", "", "-_.")
 
 #: What every credential-like name holds, in lower case: a body without any of these (nor a
 #: name the user added) has no credential-like field.
@@ -94,6 +120,12 @@ def is_secret_name(name: str) -> bool:
     return any(secret_word.fullmatch(word) for word in words)
 
 
+def is_secret_url_name(name: str) -> bool:
+    """Whether a URL query, fragment or form parameter called `name` holds a credential: a
+    secret name (`is_secret_name`), or one of `URL_NAMES`."""
+    return name.lower().translate(_URL_NAME_JOINERS) in URL_NAMES or is_secret_name(name)
+
+
 # Each shape starts at a word boundary and needs enough characters not to hit prose.
 _KEYS = r"""
     \b(?:
@@ -120,7 +152,7 @@ _ANCHORS = r"""
     | (?<=xox.-) | (?<=hf_) | (?<=eyJ) | (?<=A)(?=KIA|SIA|Iza)
     )
 """
-_HEADER_SHAPES = r"(?P<scheme>\b(?i:bearer|basic)\s+)[A-Za-z0-9._~+/-]{8,}=*|" + _KEYS
+_HEADER_SHAPES = r"(?P<scheme>\b(?i:bearer|basic|token)\s+)[A-Za-z0-9._~+/-]{8,}=*|" + _KEYS
 
 #: Each expression's source and flags, by its name (the public ones: `__getattr__`).
 _SOURCES: dict[str, tuple[str | bytes, int]] = {
@@ -145,7 +177,8 @@ if TYPE_CHECKING:
     MAY_HOLD_KEY: re.Pattern[str]
     #: `MAY_HOLD_KEY` for bytes.
     MAY_HOLD_KEY_BYTES: re.Pattern[bytes]
-    #: `SHAPES`, and the credentials of an HTTP authentication scheme (the scheme is kept).
+    #: `SHAPES`, and the credentials of an HTTP authentication scheme (`Bearer`, `Basic`,
+    #: `Token`: the scheme is kept).
     HEADER_SHAPES: re.Pattern[str]
 
 
@@ -199,7 +232,7 @@ def hide_header_shapes(value: str) -> str:
     # ASCII value only: a scheme may match other letters case-insensitively.)
     if value.isascii() and _pattern("MAY_HOLD_KEY").search(value) is None:
         lowered = value.lower()
-        if "bearer" not in lowered and "basic" not in lowered:
+        if "bearer" not in lowered and "basic" not in lowered and "token" not in lowered:
             return value
     header_shapes = _pattern("HEADER_SHAPES")
     if header_shapes.search(value) is None:

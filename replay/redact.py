@@ -47,6 +47,7 @@ from replay._secret_shapes import (
     hide_shapes,
     holds_key,
     is_secret_name,
+    is_secret_url_name,
 )
 from replay.model import Headers, Interaction, Request, Response
 
@@ -76,6 +77,14 @@ _NO_RESPONSE = Response(status=200)
 
 #: Up to this many bytes, a JSON body is looked for names with one regular expression.
 _SHORT_BODY = 256
+
+#: What a URL in a header value holds (a query, a fragment, parameters, user information).
+_URL_MARKS = re.compile(r"[?#;@]")
+#: A URL (or a path) in a header value: a run without spaces, quotes or angle brackets
+#: around one of `_URL_MARKS` (`Link: <…?token=…>; rel="next"`, `Refresh: 0; url=…`).
+_URL_LIKE = re.compile(r"""[^\s<>"',]*[?#;@][^\s<>"']*""")
+#: Where fields part in a query with `;` in it (`a=1;token=…`, as older servers read it).
+_FIELD_SEPARATORS = re.compile(r"([&;])")
 
 #: How many verdicts a cache keeps before it starts again.
 _CACHE_LIMIT = 4096
@@ -233,18 +242,33 @@ class Redactor:
             elif value in _CLEAN_HEADER_VALUES:
                 hidden = value
             else:
-                hidden = hide_header_shapes(value)
-                if hidden is value:
-                    _remember(_CLEAN_HEADER_VALUES, value)
+                hidden = self._header_value(value)
             if hidden != value and cleaned is None:
                 cleaned = list(pairs[:index])
             if cleaned is not None:
                 cleaned.append((name, hidden))
         return pairs if cleaned is None else tuple(cleaned)
 
+    def _header_value(self, value: str) -> str:
+        """A header value (not secret by its name) with keys, scheme credentials and the
+        secrets of the URLs in it replaced (`Referer`, `Location`, `X-Original-URL`, `Link`
+        carry a URL); `value` itself when none was."""
+        hidden = hide_header_shapes(value)
+        if _URL_MARKS.search(hidden) is None:
+            if hidden is value:  # (clean whatever the names: shared by every redactor)
+                _remember(_CLEAN_HEADER_VALUES, value)
+            return hidden
+        if hidden in self._clean_urls:  # (clean for these names)
+            return hidden
+        in_urls = _URL_LIKE.sub(lambda match: self.url(match[0]), hidden)
+        if in_urls == hidden:
+            _remember(self._clean_urls, hidden)
+            return hidden
+        return in_urls
+
     def url(self, url: str) -> str:
-        """`url` with its user information, secret query values and key-shaped path
-        segments replaced.
+        """`url` with its user information, secret query and fragment values, key-shaped
+        path segments and secret path parameters (`;jsessionid=…`) replaced.
 
         Only those change: the other parameters keep their order and their exact encoding,
         so the stored URL is the one that was sent, minus the secrets; `url` itself is
@@ -254,30 +278,59 @@ class Redactor:
             return url
         parts = urlsplit(url)
         netloc = _without_userinfo(parts.netloc)
-        path = _without_keys(parts.path)
+        path = self._path(parts.path)
         query = self._fields(parts.query, unquote_plus)
-        if netloc is parts.netloc and path is parts.path and query is parts.query:
+        # `#access_token=…`: OAuth's implicit flow hands the token over in the fragment.
+        fragment = self._fields(parts.fragment, unquote_plus)
+        if (netloc, path, query, fragment) == parts[1:]:
             _remember(self._clean_urls, url)
             return url
-        return urlunsplit(parts._replace(netloc=netloc, path=path, query=query))
+        changed = parts._replace(netloc=netloc, path=path, query=query, fragment=fragment)
+        return urlunsplit(changed)
+
+    def _path(self, path: str) -> str:
+        """`path` with key-shaped segments and secret parameters (`/p;jsessionid=…`)
+        replaced; `path` itself when none was."""
+        path = _without_keys(path)
+        if ";" not in path:
+            return path
+        segments = path.split("/")
+        cleaned = [self._segment(segment) for segment in segments]
+        return path if cleaned == segments else "/".join(cleaned)
+
+    def _segment(self, segment: str) -> str:
+        name, semicolon, parameters = segment.partition(";")
+        hidden = self._fields(parameters, unquote)
+        return segment if hidden is parameters else f"{name}{semicolon}{hidden}"
 
     def _fields(self, text: str, decode: Callable[[str], str]) -> str:
-        """`name=value&…` text with secret values replaced; `text` itself when none was."""
+        """`name=value&…` text (`;` separates fields too) with secret values replaced;
+        `text` itself when none was."""
         if not text:
             return text
-        fields = text.split("&")
-        cleaned = [self._field(field, decode) for field in fields]
-        if all(new is old for new, old in zip(cleaned, fields, strict=True)):
+        # The separators stay where they were, at the odd places.
+        fields = _FIELD_SEPARATORS.split(text) if ";" in text else text.split("&")
+        step = 2 if ";" in text else 1
+        cleaned = list(fields)
+        for index in range(0, len(fields), step):
+            cleaned[index] = self._field(fields[index], decode)
+        if cleaned == fields:
             return text
-        return "&".join(cleaned)
+        return "".join(cleaned) if step == 2 else "&".join(cleaned)
 
     def _field(self, field: str, decode: Callable[[str], str]) -> str:
         name, equals, value = field.partition("=")
-        if not equals or value == PLACEHOLDER:
+        if not equals:  # a key alone (`?sk-…`) goes whole; a bare name (`?stream`) stays
+            return PLACEHOLDER if holds_key(decode(field)) else field
+        if value == PLACEHOLDER:
             return field
-        if _secret(decode(name), self._field_names) or holds_key(decode(value)):
+        if self._secret_parameter(decode(name)) or holds_key(decode(value)):
             return f"{name}={PLACEHOLDER}"
         return field
+
+    def _secret_parameter(self, name: str) -> bool:
+        """Whether URL, fragment or form parameter `name` is a credential (`URL_NAMES`)."""
+        return name.lower() in self._field_names or is_secret_url_name(name)
 
     def _body(self, body: bytes, content_type: str, clean: AbstractSet[bytes]) -> bytes:
         """A request's body with secrets replaced; the body itself when none was.

@@ -723,3 +723,126 @@ def test_a_mismatch_between_deep_bodies_is_explained_without_their_keys(
     message = str(raised.value)
     assert "body" in message
     assert "deep-live-key-2" not in message
+
+
+# --- credential forms that used to reach the file (issue 25) ---------------------------------
+
+#: Each form a credential takes, as (query and fragment after the path, request headers,
+#: JSON body): `{s}` stands for the secret, a unique string each time.
+FORMS = [
+    pytest.param("?model=m#access_token={s}&token_type=bearer", {}, None, id="fragment"),
+    pytest.param("?sk-proj-{s}0123456789abcdefgh", {}, None, id="key-shaped-part-without-equals"),
+    pytest.param("?code={s}&state=st", {}, None, id="query-code"),
+    pytest.param("?sessionid={s}", {}, None, id="query-sessionid"),
+    pytest.param("?passcode={s}", {}, None, id="query-passcode"),
+    pytest.param("?user=u&pass={s}", {}, None, id="query-pass"),
+    pytest.param("?otp={s}", {}, None, id="query-otp"),
+    pytest.param("?model=m;token={s}", {}, None, id="semicolon-separated"),
+    pytest.param(";jsessionid={s}?model=m", {}, None, id="path-parameter"),
+    pytest.param("", {"Referer": "https://app.test/cb?token={s}"}, None, id="referer"),
+    pytest.param("", {"X-Original-URL": "/v1/x?api_key={s}"}, None, id="x-original-url"),
+    pytest.param("", {"Link": '<https://a.test/p?access_token={s}>; rel="next"'}, None, id="link"),
+    pytest.param("", {"X-Custom": "Token {s}"}, None, id="token-scheme"),
+]
+
+
+def send_form(url: str, suffix: str, headers: dict[str, str], body: Any, secret: str) -> None:
+    def fill(value: Any) -> Any:  # the secret put in its place, wherever that is
+        return json.loads(json.dumps(value).replace("{s}", secret))
+
+    send(url + fill(suffix), headers=fill(headers), body=fill(body))
+
+
+@pytest.mark.parametrize(("suffix", "headers", "body"), FORMS)
+def test_each_form_of_a_credential_stays_out_of_the_file_and_the_mismatch(
+    origin: Origin, cassette_path: Path, suffix: str, headers: dict[str, str], body: Any
+) -> None:
+    url = f"{origin.url}{URL_PATH}"
+    match_on = (*replay.DEFAULT_MATCH_ON, "headers")  # so that a header is shown, compared
+    with replay.use_cassette(cassette_path, match_on=match_on):
+        send_form(url, suffix, headers, body, "recordedsecret1")
+
+    assert len(origin.requests) == 1  # it was sent
+    assert b"recordedsecret1" not in cassette_path.read_bytes()
+
+    with (
+        replay.use_cassette(cassette_path, record_mode="none", match_on=match_on),
+        pytest.raises(replay.CassetteMismatchError) as raised,
+    ):
+        send_form(url + "/other", suffix, headers, body, "livesecret2")
+
+    message = str(raised.value)
+    assert "differs" in message
+    assert "recordedsecret1" not in message
+    assert "livesecret2" not in message
+
+
+@pytest.mark.parametrize(("suffix", "headers", "body"), FORMS)
+def test_each_form_of_a_credential_still_matches_another_value(
+    origin: Origin, cassette_path: Path, suffix: str, headers: dict[str, str], body: Any
+) -> None:
+    url = f"{origin.url}{URL_PATH}"
+    with replay.use_cassette(cassette_path):
+        send_form(url, suffix, headers, body, "recordedsecret1")
+    origin.requests.clear()
+
+    with replay.use_cassette(cassette_path, record_mode="none") as cassette:
+        send_form(url, suffix, headers, body, "livesecret2")
+
+    assert cassette.all_played
+    assert origin.requests == []
+
+
+def test_a_url_in_a_response_header_is_redacted(cassette_path: Path) -> None:
+    location = "https://app.test/cb?code=location-opaque-1&state=s"
+    script = Script(status=302, headers=[("location", location)], chunks=[(0.0, b"")])
+    with Origin({URL_PATH: script}) as server, replay.use_cassette(cassette_path):
+        response = httpx.get(f"{server.url}{URL_PATH}")
+
+    assert response.headers["location"] == location  # the client got it
+    (interaction,) = replay.Cassette.load(cassette_path).interactions
+    assert (
+        interaction.response.header("location") == f"https://app.test/cb?code={PLACEHOLDER}&state=s"
+    )
+    assert b"location-opaque-1" not in cassette_path.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        pytest.param("http://a.test/p?stream", "http://a.test/p?stream", id="a-bare-name-stays"),
+        pytest.param(
+            "http://a.test/p?a=1;b=2&c=3", "http://a.test/p?a=1;b=2&c=3", id="separators-kept"
+        ),
+        pytest.param(
+            "http://a.test/doc#section-2", "http://a.test/doc#section-2", id="an-anchor-stays"
+        ),
+        pytest.param(
+            "http://a.test/p?country_code=fr&zip_code=1",
+            "http://a.test/p?country_code=fr&zip_code=1",
+            id="codes-by-their-words-stay",
+        ),
+        pytest.param(
+            "http://a.test/p;v=2/q", "http://a.test/p;v=2/q", id="other-path-parameters-stay"
+        ),
+    ],
+)
+def test_what_is_no_credential_in_a_url_is_kept(url: str, expected: str) -> None:
+    assert Redactor().url(url) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "application/json; charset=utf-8",
+        "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8",
+        "for=192.0.2.60;proto=http;by=203.0.113.43",
+        "https://app.test/page?lang=en#top",
+        "max-age=0, must-revalidate",
+        "x-csrf-token, content-type",
+    ],
+)
+def test_header_values_without_credentials_are_kept(value: str) -> None:
+    request = redacted(headers=[("x-any", value)])
+
+    assert request.headers == (("x-any", value),)

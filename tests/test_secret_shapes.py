@@ -180,7 +180,9 @@ def test_prose_and_short_lookalikes_are_kept(text: str) -> None:
         pytest.param("Bearer opaque.token-value_1", f"Bearer {PLACEHOLDER}", id="bearer"),
         pytest.param("bearer opaque.token-value_1", f"bearer {PLACEHOLDER}", id="any-case"),
         pytest.param("Basic dXNlcjpwYXNzd29yZA==", f"Basic {PLACEHOLDER}", id="basic"),
+        pytest.param("Token 9944b09199c62bcf9418ad846dd0e4bb", f"Token {PLACEHOLDER}", id="token"),
         pytest.param("Bearer short", "Bearer short", id="too-short-to-be-one"),
+        pytest.param("x-csrf-token, content-type", "x-csrf-token, content-type", id="a-name"),
         pytest.param("gzip, deflate", "gzip, deflate", id="nothing"),
     ],
 )
@@ -234,7 +236,16 @@ def test_the_quick_test_on_names_gives_the_full_verdict(name: str) -> None:
     st.lists(
         st.one_of(
             st.sampled_from([str(p.values[0]) for p in KEYS]),
-            st.sampled_from(["Bearer ", "basic ", "BEARER\t", "b\u0130sic ", "opaque.token-value"]),
+            st.sampled_from(
+                [
+                    "Bearer ",
+                    "basic ",
+                    "BEARER\t",
+                    "b\u0130sic ",
+                    "opaque.token-value",
+                    "To\u212aen ",
+                ]
+            ),
             st.text(alphabet="sk-_AKIASzaeyJ.ghpxobfr0123456789 \xe9\u017f", max_size=30),
         ),
         max_size=5,
