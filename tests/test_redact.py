@@ -472,7 +472,7 @@ def test_json_body_fields_named_like_credentials_are_redacted_at_any_depth() -> 
         "metadata": {"credentials": {"password": "opaque-2", "user": "alice"}},
         "tokens": ["a", "b"],
         "api_keys": ["opaque-3", "opaque-4"],
-        "auth": {"value": "kept: an object's fields have their own names"},
+        "auth": {"value": "an object under a credential's name", "n": 1},
         "input": "my key is ghp_16C7e42F292c6912E7710c838347Ae178B4a, keep the rest",
     }
 
@@ -481,10 +481,10 @@ def test_json_body_fields_named_like_credentials_are_redacted_at_any_depth() -> 
     assert json.loads(request.body) == {
         "api_key": PLACEHOLDER,
         "max_tokens": 100,
-        "metadata": {"credentials": {"password": PLACEHOLDER, "user": "alice"}},
+        "metadata": {"credentials": {"password": PLACEHOLDER, "user": PLACEHOLDER}},
         "tokens": ["a", "b"],
         "api_keys": [PLACEHOLDER, PLACEHOLDER],
-        "auth": {"value": "kept: an object's fields have their own names"},
+        "auth": {"value": PLACEHOLDER, "n": 1},  # every string in it, at any depth
         "input": f"my key is {PLACEHOLDER}, keep the rest",
     }
 
@@ -743,6 +743,9 @@ FORMS = [
     pytest.param("", {"X-Original-URL": "/v1/x?api_key={s}"}, None, id="x-original-url"),
     pytest.param("", {"Link": '<https://a.test/p?access_token={s}>; rel="next"'}, None, id="link"),
     pytest.param("", {"X-Custom": "Token {s}"}, None, id="token-scheme"),
+    pytest.param("", {}, {"input": "hi", "token": {"access": "{s}"}}, id="json-object-under-name"),
+    pytest.param("", {}, '{"input": "hi", "\\u0074oken": "{s}"}', id="json-name-escaped"),
+    pytest.param("", {}, '{"input": "hi", "api_\\u006bey": "{s}"}', id="json-name-escaped-2"),
 ]
 
 
@@ -750,7 +753,11 @@ def send_form(url: str, suffix: str, headers: dict[str, str], body: Any, secret:
     def fill(value: Any) -> Any:  # the secret put in its place, wherever that is
         return json.loads(json.dumps(value).replace("{s}", secret))
 
-    send(url + fill(suffix), headers=fill(headers), body=fill(body))
+    if isinstance(body, str):  # JSON text as it is (escapes and all)
+        content = body.replace("{s}", secret).encode()
+        httpx.post(url + fill(suffix), headers={**fill(headers), **dict(JSON)}, content=content)
+    else:
+        send(url + fill(suffix), headers=fill(headers), body=fill(body))
 
 
 @pytest.mark.parametrize(("suffix", "headers", "body"), FORMS)
@@ -760,21 +767,21 @@ def test_each_form_of_a_credential_stays_out_of_the_file_and_the_mismatch(
     url = f"{origin.url}{URL_PATH}"
     match_on = (*replay.DEFAULT_MATCH_ON, "headers")  # so that a header is shown, compared
     with replay.use_cassette(cassette_path, match_on=match_on):
-        send_form(url, suffix, headers, body, "recordedsecret1")
+        send_form(url, suffix, headers, body, "recordedvalue1")
 
     assert len(origin.requests) == 1  # it was sent
-    assert b"recordedsecret1" not in cassette_path.read_bytes()
+    assert b"recordedvalue1" not in cassette_path.read_bytes()
 
     with (
         replay.use_cassette(cassette_path, record_mode="none", match_on=match_on),
         pytest.raises(replay.CassetteMismatchError) as raised,
     ):
-        send_form(url + "/other", suffix, headers, body, "livesecret2")
+        send_form(url + "/other", suffix, headers, body, "livevalue2")
 
     message = str(raised.value)
     assert "differs" in message
-    assert "recordedsecret1" not in message
-    assert "livesecret2" not in message
+    assert "recordedvalue1" not in message
+    assert "livevalue2" not in message
 
 
 @pytest.mark.parametrize(("suffix", "headers", "body"), FORMS)
@@ -783,11 +790,11 @@ def test_each_form_of_a_credential_still_matches_another_value(
 ) -> None:
     url = f"{origin.url}{URL_PATH}"
     with replay.use_cassette(cassette_path):
-        send_form(url, suffix, headers, body, "recordedsecret1")
+        send_form(url, suffix, headers, body, "recordedvalue1")
     origin.requests.clear()
 
     with replay.use_cassette(cassette_path, record_mode="none") as cassette:
-        send_form(url, suffix, headers, body, "livesecret2")
+        send_form(url, suffix, headers, body, "livevalue2")
 
     assert cassette.all_played
     assert origin.requests == []
@@ -846,3 +853,38 @@ def test_header_values_without_credentials_are_kept(value: str) -> None:
     request = redacted(headers=[("x-any", value)])
 
     assert request.headers == (("x-any", value),)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param({"type": "tool_use", "input": {"code": "print(1)"}}, id="code-of-a-tool-call"),
+        pytest.param(
+            {
+                "tools": [
+                    {
+                        "name": "login",
+                        "input_schema": {
+                            "type": "object",
+                            "properties": {
+                                "api_key": {"type": "string", "description": "the user's key"},
+                                "token": {"type": "string", "enum": ["a", "b"]},
+                            },
+                            "required": ["api_key"],
+                        },
+                    }
+                ]
+            },
+            id="parameters-of-a-tool-named-like-credentials",
+        ),
+        pytest.param(
+            {"messages": [{"role": "user", "content": "how many tokens is a token?"}]},
+            id="prose-about-tokens",
+        ),
+        pytest.param({"input": "caf\u00e9 \u00e0 l'\u0153il"}, id="escaped-non-ascii"),
+    ],
+)
+def test_llm_request_bodies_are_not_mangled(body: dict[str, Any]) -> None:
+    text = json.dumps(body).encode()
+
+    assert redacted(headers=JSON, body=text).body == text
