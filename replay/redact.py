@@ -49,7 +49,7 @@ from replay._secret_shapes import (
     is_secret_name,
     is_secret_url_name,
 )
-from replay.model import Headers, Interaction, Request, Response
+from replay.model import Chunks, Headers, Interaction, Request, Response
 
 __all__ = ["DEFAULT_HEADERS", "DEFAULT_QUERY_PARAMETERS", "PLACEHOLDER", "Redactor"]
 
@@ -107,12 +107,17 @@ def _remember(cache: set[str] | dict[Any, Any], value: Any, verdict: object = Tr
         cache.add(value)
 
 
-def _content_type(headers: Headers) -> str:
-    """The request's Content-Type, lower case ("" without one)."""
+def _body_headers(headers: Headers) -> tuple[str, str]:
+    """The request's Content-Type and Content-Encoding, lower case ("" without one; an
+    encoding of "identity" is none)."""
+    content_type = encoding = ""
     for name, value in headers:  # a plain loop, as matching reads it
-        if name.lower() == "content-type":
-            return value.lower()
-    return ""
+        lowered = name.lower()
+        if lowered == "content-type":
+            content_type = value.lower()
+        elif lowered == "content-encoding" and value.strip().lower() != "identity":
+            encoding = value.lower()
+    return content_type, encoding
 
 
 def _lower_set(names: Iterable[str]) -> frozenset[str]:
@@ -162,7 +167,7 @@ class _Shared:
         self.stems_pattern = re.compile(b"|".join(re.escape(stem) for stem in self.stems))
         self.header_verdicts: dict[str, bool] = {}
         self.clean_urls: set[str] = set()
-        self.clean_headers: dict[Headers, str] = {}
+        self.clean_headers: dict[Headers, tuple[str, str]] = {}
 
 
 @functools.lru_cache(maxsize=64)
@@ -195,9 +200,10 @@ class Redactor:
     _stems_pattern: re.Pattern[bytes] = attrs.field(init=False, repr=False, eq=False)
     _header_verdicts: dict[str, bool] = attrs.field(init=False, repr=False, eq=False)
     _clean_urls: set[str] = attrs.field(init=False, repr=False, eq=False)
-    # Header lists found clean, with their Content-Type: a client sends the same few lists
-    # (only Content-Length differs with the body), so one lookup replaces a pass per header.
-    _clean_headers: dict[Headers, str] = attrs.field(init=False, repr=False, eq=False)
+    # Header lists found clean, with their Content-Type and Content-Encoding: a client sends
+    # the same few lists (only Content-Length differs with the body), so one lookup replaces
+    # a pass per header.
+    _clean_headers: dict[Headers, tuple[str, str]] = attrs.field(init=False, repr=False, eq=False)
 
     @_shared.default
     def _shared_by_names(self) -> _Shared:
@@ -228,7 +234,7 @@ class Redactor:
         return self._shared.clean_urls
 
     @_clean_headers.default
-    def _shared_clean_headers(self) -> dict[Headers, str]:
+    def _shared_clean_headers(self) -> dict[Headers, tuple[str, str]]:
         return self._shared.clean_headers
 
     def _headers(self, pairs: Headers) -> Headers:
@@ -352,6 +358,27 @@ class Redactor:
             return body if cleaned is text else cleaned.encode("latin-1")
         return body
 
+    def _encoded_body(
+        self, body: bytes, headers: Headers, content_type: str, encoding: str
+    ) -> tuple[bytes, Headers]:
+        """A compressed body (`Content-Encoding: gzip`…) and its headers, with secrets
+        replaced: a body with something to hide is stored decoded, and its Content-Encoding
+        header goes (a live request is made the same, so it still matches). `body` and
+        `headers` themselves when nothing was hidden, or when it cannot be decoded."""
+        from replay._decoding import DecodingError, decoded_chunks  # (rarely needed)
+
+        coding = [("content-encoding", encoding)]
+        encoded = Response(status=200, headers=coding, chunks=Chunks((0.0,), (body,)))
+        try:
+            decoded = b"".join(data for _, data in decoded_chunks(encoded))
+        except DecodingError:  # damaged, too large or an extra missing: nothing to look at
+            return body, headers
+        cleaned = self._body(decoded, content_type, frozenset())
+        if cleaned is decoded:
+            return body, headers
+        kept = tuple((name, value) for name, value in headers if name.lower() != "content-encoding")
+        return cleaned, kept
+
     def _json(self, body: bytes) -> bytes:
         """A JSON body with secrets replaced; `body` itself when none was (or it is not
         JSON). It is parsed only when a key's shape or a credential-like name may be in it."""
@@ -456,14 +483,17 @@ class Redactor:
         if url not in self._clean_urls:
             url = self.url(url)
         headers = request.headers
-        content_type = self._clean_headers.get(headers)
-        if content_type is None:
-            content_type = _content_type(headers)
+        body_headers = self._clean_headers.get(headers)
+        if body_headers is None:
+            body_headers = _body_headers(headers)
             headers = self._headers(headers)
             if headers is request.headers:
-                _remember(self._clean_headers, headers, content_type)
+                _remember(self._clean_headers, headers, body_headers)
+        content_type, encoding = body_headers
         body = request.body
-        if body not in clean or "json" not in content_type:
+        if encoding:
+            body, headers = self._encoded_body(body, headers, content_type, encoding)
+        elif body not in clean or "json" not in content_type:
             body = self._body(body, content_type, clean)
         if url is request.url and headers is request.headers and body is request.body:
             return request  # nothing to hide: no copy (this runs once per replayed request)

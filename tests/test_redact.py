@@ -5,6 +5,7 @@ Each secret is a unique string; "absent" means absent from the raw bytes of the 
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -888,3 +889,49 @@ def test_llm_request_bodies_are_not_mangled(body: dict[str, Any]) -> None:
     text = json.dumps(body).encode()
 
     assert redacted(headers=JSON, body=text).body == text
+
+
+def send_gzip(url: str, body: dict[str, Any]) -> httpx.Response:
+    headers = {"content-type": "application/json", "content-encoding": "gzip"}
+    return httpx.post(url, content=gzip.compress(json.dumps(body).encode()), headers=headers)
+
+
+def test_a_gzip_json_body_is_redacted_and_still_matches(
+    origin: Origin, cassette_path: Path
+) -> None:
+    url = f"{origin.url}{URL_PATH}"
+    with replay.use_cassette(cassette_path):
+        send_gzip(url, {"input": "hi", "api_key": "gzip-recorded-opaque"})
+
+    assert (
+        gzip.decompress(origin.requests[0].body)
+        == b'{"input": "hi", "api_key": "gzip-recorded-opaque"}'
+    )
+    # Stored decoded (the Content-Encoding header goes with the compression), redacted.
+    request = stored_request(cassette_path)
+    assert json.loads(request.body) == {"input": "hi", "api_key": PLACEHOLDER}
+    assert request.header("content-encoding") is None
+    assert b"gzip-recorded-opaque" not in cassette_path.read_bytes()
+    origin.requests.clear()
+
+    # A live request with another key is redacted the same way: it matches.
+    with replay.use_cassette(cassette_path, record_mode="none") as cassette:
+        send_gzip(url, {"input": "hi", "api_key": "gzip-live-opaque"})
+    assert cassette.all_played
+    assert origin.requests == []
+
+    with (
+        replay.use_cassette(cassette_path, record_mode="none"),
+        pytest.raises(replay.CassetteMismatchError) as raised,
+    ):
+        send_gzip(url, {"input": "bye", "api_key": "gzip-live-opaque"})
+    assert "body differs" in str(raised.value)
+    assert "gzip-live-opaque" not in str(raised.value)
+
+
+def test_a_gzip_body_with_nothing_to_hide_is_kept_compressed() -> None:
+    body = gzip.compress(b'{"input": "a key to the token"}', mtime=0)
+    headers = [*JSON, ("content-encoding", "gzip")]
+    request = replay.Request(method="POST", url="http://a.test/", headers=headers, body=body)
+
+    assert Redactor().request(request) is request
