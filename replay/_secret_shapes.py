@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "SHAPES",
     "SHAPES_BYTES",
     "URL_NAMES",
+    "chunks_hold_key",
     "hide_header_shapes",
     "hide_shapes",
     "holds_key",
@@ -212,6 +214,24 @@ def holds_key(text: str) -> bool:
         _pattern("MAY_HOLD_KEY").search(text) is not None
         and _pattern("SHAPES").search(text) is not None
     )
+
+
+#: How many bytes of a chunk are looked at again with the next one: a key cut in two by a
+#: chunk boundary is found whole (the longest shapes, JWTs aside, are under 100 bytes).
+_CARRY = 256
+
+
+def chunks_hold_key(chunks: Iterable[bytes]) -> bool:
+    """Whether a body, read as `chunks`, holds a well-known key (one split between two
+    chunks included); a chunk at a time, so a long body is never joined."""
+    may_hold_key, shapes = _pattern("MAY_HOLD_KEY_BYTES"), _pattern("SHAPES_BYTES")
+    tail = b""
+    for chunk in chunks:
+        text = tail + chunk if tail else chunk
+        if may_hold_key.search(text) is not None and shapes.search(text) is not None:
+            return True
+        tail = text[-_CARRY:]
+    return False
 
 
 def hide_shapes(text: str) -> str:

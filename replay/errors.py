@@ -10,7 +10,8 @@
     │   ├── DecoderMissingError                 its decoder (an optional extra) is missing
     │   └── DecodedTooLargeError                it decodes past the limit (a bomb)
     ├── NetworkBlockedError (ConnectionError) a request the blocked network refused
-    └── UnplayedInteractionsWarning (UserWarning) a cassette left interactions unplayed
+    ├── UnplayedInteractionsWarning (UserWarning) a cassette left interactions unplayed
+    └── KeyInResponseWarning (UserWarning)  a recorded response body holds a key's shape
 
 Each constructor takes typed fields and builds its message; no message ever echoes a
 secret (requests in messages are redacted first).
@@ -41,6 +42,7 @@ __all__ = [
     "DecodedTooLargeError",
     "DecoderMissingError",
     "DecodingError",
+    "KeyInResponseWarning",
     "NetworkBlockedError",
     "ReplayError",
     "UnplayedInteractionsWarning",
@@ -331,3 +333,31 @@ class UnplayedInteractionsWarning(ReplayError, UserWarning):
             shown.append(f"  … and {count - len(shown)} more")
         plural = "" if count == 1 else "s"
         return "\n".join([f"{count} unplayed interaction{plural} in {where}:", *shown])
+
+
+class KeyInResponseWarning(ReplayError, UserWarning):
+    """Recorded response bodies hold a value shaped like a well-known key (`sk-…`, `AIza…`).
+
+    Response bodies are stored as they came (the replay plays them byte for byte), so the
+    value is in the cassette: scrub it with a `before_record` hook, or make sure it is no
+    live key. The message names the interactions, never the value.
+    """
+
+    @classmethod
+    def describe(cls, path: Path | str | None, requests: Sequence[str]) -> str:
+        """The message for the recorded `requests` ("METHOD URL", redacted) whose response
+        body holds a key's shape, in the cassette at `path`."""
+        count = len(requests)
+        where = "the in-memory cassette" if path is None else f"cassette {str(path)!r}"
+        shown = [f"  {request}" for request in requests[:5]]
+        if count > len(shown):
+            shown.append(f"  … and {count - len(shown)} more")
+        bodies = "body holds" if count == 1 else "bodies hold"
+        return "\n".join(
+            [
+                f"{count} recorded response {bodies} a value shaped like a key (sk-…, AIza…, "
+                f"a JWT…), stored as it came in {where} (response bodies are not redacted): "
+                "scrub it with a before_record hook, or make sure it is no live key:",
+                *shown,
+            ]
+        )

@@ -152,7 +152,7 @@ class ProxyApp:
                 httpx.AsyncHTTPTransport(limits=_UNLIMITED),
                 redactor=self._redactor,
                 clock=self.clock,
-                on_recorded=lambda interaction: self.log(f"recorded {_summary(interaction)}"),
+                on_recorded=self._recorded,
             )
             # No read timeout: a stream may pause for long, and the client has its own.
             timeout = httpx.Timeout(30.0, read=None)
@@ -160,6 +160,15 @@ class ProxyApp:
                 transport=self._transport, timeout=timeout, follow_redirects=False
             )
         return self._client
+
+    def _recorded(self, interaction: Interaction) -> None:
+        self.log(f"recorded {_summary(interaction)}")
+        if (self._redactor or Redactor()).response_holds_key(interaction.response):
+            request = interaction.request  # (redacted: the value is never shown)
+            self.log(
+                f"warning: the response to {request.method} {request.url} holds a value "
+                "shaped like a key, stored as it came (response bodies are not redacted)"
+            )
 
     def close(self) -> None:
         """End the recordings still streaming (as stopped by the session) and save them all."""

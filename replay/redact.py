@@ -43,6 +43,7 @@ from replay import _secret_shapes as shapes  # (its expressions are compiled whe
 from replay._secret_shapes import (
     NAME_STEMS,
     PLACEHOLDER,
+    chunks_hold_key,
     hide_header_shapes,
     hide_shapes,
     holds_key,
@@ -512,6 +513,20 @@ class Redactor:
             return cleaned
         hooked = self.hook(Interaction(cleaned, _NO_RESPONSE))
         return cleaned if hooked is None else hooked.request
+
+    def response_holds_key(self, response: Response) -> bool:
+        """Whether `response`'s body (its Content-Encoding undone) holds a well-known key.
+
+        Response bodies are stored as they came (the replay plays them byte for byte): a
+        recording session warns of such a body (`KeyInResponseWarning`), naming the
+        interaction, never the value.
+        """
+        from replay._decoding import DecodingError, decoded_chunks  # (as the recorder is)
+
+        try:
+            return chunks_hold_key(data for _, data in decoded_chunks(response))
+        except DecodingError:  # not decodable: look at it as it is
+            return chunks_hold_key(chunk.data for chunk in response.chunks)
 
     def interaction(self, interaction: Interaction) -> Interaction | None:
         """A copy of `interaction` with secrets replaced in its request and response headers,

@@ -170,6 +170,14 @@ class CassetteSession:
         return list(tape.read_on_loop) if tape is not None else []
 
     @property
+    def keys_in_responses(self) -> list[str]:
+        """The recordings of the current (or last) use whose response body holds a
+        well-known key's shape, as "METHOD URL" (redacted): stored as they came, and
+        warned of (`KeyInResponseWarning`) when the use ends."""
+        tape = self._tape or self._last_tape
+        return list(tape.keys_in_responses) if tape is not None else []
+
+    @property
     def mismatches(self) -> list[CassetteMismatchError]:
         """The mismatches raised in the current (or last) use, even if the client swallowed
         them (an SDK may wrap or retry): the pytest plugin reports them on failure."""
@@ -282,6 +290,9 @@ class CassetteSession:
         watcher = current().watcher
         if watcher is not None:
             watcher.left(self)
+        tape = self._last_tape
+        if tape is not None and tape.keys_in_responses:  # last: all is saved and settled
+            _warn_keys_in_responses(self.path, tape.keys_in_responses)
 
     def after_fork(self) -> None:
         """In a forked child: forget what the parent recorded (the parent saves it) and its
@@ -387,6 +398,15 @@ class CassetteSession:
     async def ahandle(self, request: Any, send: patch.AsyncSend) -> Any:
         """Replay, record or refuse an async httpx / httpx2 request (see the record modes)."""
         return await _httpx.ahandle(self, request, send)
+
+
+def _warn_keys_in_responses(path: Path, requests: Sequence[str]) -> None:
+    import warnings
+
+    from replay.errors import KeyInResponseWarning
+
+    message = KeyInResponseWarning.describe(path, requests)
+    warnings.warn(KeyInResponseWarning(message), stacklevel=4)  # (the `with` that ended)
 
 
 def use_cassette(

@@ -118,6 +118,21 @@ def test_the_proxy_logs_each_interaction_on_a_line_of_its_own(upstream: Origin, 
     assert all(line.startswith("recorded GET ") for line in recorded)
 
 
+def test_the_proxy_warns_of_a_key_in_a_response_body_without_showing_it(out: Path) -> None:
+    key = "sk-proj-EchoedByTheUpstreamUnique0123456789"
+    with (
+        Origin({"/key": Script(chunks=[(0.0, f"data: {key}\n\n".encode())])}) as origin,
+        running("proxy", "--target", origin.url, "-o", str(out)) as proxy,
+    ):
+        httpx.get(f"{proxy.url}/key?token=opaque-1")
+        assert proxy.stop() == 0
+
+    (warning,) = [line for line in proxy.lines if "shaped like a key" in line]
+    assert "GET " in warning
+    assert "/key?token=REDACTED" in warning
+    assert key not in "\n".join(proxy.lines)
+
+
 def test_the_proxy_streams_to_more_clients_at_once_than_a_default_pool_holds(
     upstream: Origin, out: Path
 ) -> None:

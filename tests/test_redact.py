@@ -935,3 +935,59 @@ def test_a_gzip_body_with_nothing_to_hide_is_kept_compressed() -> None:
     request = replay.Request(method="POST", url="http://a.test/", headers=headers, body=body)
 
     assert Redactor().request(request) is request
+
+
+# --- a key echoed in a response body ---------------------------------------------------------
+
+GOOGLE_KEY = "AIzaEchoedInTheBodyUnique0123456789abcd"
+
+
+def test_a_key_echoed_in_a_response_body_is_warned_of_by_its_request_never_its_value(
+    cassette_path: Path,
+) -> None:
+    # The key is cut in two by a chunk boundary, and the body is gzip-compressed.
+    chunks = [
+        (0.0, b'data: {"text": "your key is ' + GOOGLE_KEY[:12].encode()),
+        (0.0, GOOGLE_KEY[12:].encode() + b'"}\n\n'),
+    ]
+    script = Script(chunks=chunks, gzip=True)
+    with Origin({URL_PATH: script}) as server:
+        url = f"{server.url}{URL_PATH}"
+        with (
+            pytest.warns(replay.KeyInResponseWarning) as warned,
+            replay.use_cassette(cassette_path),
+        ):
+            send(f"{url}?api_key=opaque-q")
+
+    (warning,) = warned
+    message = str(warning.message)
+    assert f"POST {url}?api_key={PLACEHOLDER}" in message
+    assert "before_record" in message
+    assert GOOGLE_KEY not in message
+    assert GOOGLE_KEY[:12] not in message
+
+
+def test_a_response_body_scrubbed_by_before_record_is_not_warned_of(cassette_path: Path) -> None:
+    def scrub(interaction: replay.Interaction) -> replay.Interaction:
+        chunks = replay.Chunks((interaction.response.headers_at,), (b"data: scrubbed\n\n",))
+        return attrs.evolve(interaction, response=attrs.evolve(interaction.response, chunks=chunks))
+
+    script = Script(chunks=[(0.0, b"data: " + GOOGLE_KEY.encode() + b"\n\n")])
+    with (
+        Origin({URL_PATH: script}) as server,
+        replay.use_cassette(cassette_path, before_record=scrub),
+    ):
+        send(f"{server.url}{URL_PATH}")  # (pytest makes a warning an error here)
+
+    assert GOOGLE_KEY.encode() not in cassette_path.read_bytes()
+
+
+def test_a_response_that_talks_about_tokens_is_not_warned_of(cassette_path: Path) -> None:
+    text = b'data: {"text": "A token is about 4 characters; sk-learn and AIza are words"}\n\n'
+    with (
+        Origin({URL_PATH: Script(chunks=[(0.0, text)])}) as server,
+        replay.use_cassette(cassette_path),
+    ):
+        send(f"{server.url}{URL_PATH}")  # (pytest makes a warning an error here)
+
+    assert replay.Cassette.load(cassette_path).interactions[0].response.body == text

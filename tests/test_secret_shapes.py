@@ -264,3 +264,16 @@ def test_the_expressions_are_compiled_once_on_first_use() -> None:
         _secret_shapes.NO_SUCH_SHAPES  # noqa: B018
     with pytest.raises(AttributeError):
         _secret_shapes._CAMEL_CASE  # noqa: B018
+
+
+def test_a_key_in_chunks_is_found_wherever_the_chunks_split_it() -> None:
+    body = b'data: {"text": "use sk-ant-api03-SplitAnywhereUnique0123456789 here"}\n\n'
+    for cut in range(len(body) + 1):
+        assert _secret_shapes.chunks_hold_key([body[:cut], body[cut:]]), cut
+    assert _secret_shapes.chunks_hold_key([bytes([byte]) for byte in body])
+
+
+def test_chunks_without_a_key_hold_none() -> None:
+    body = b'data: {"text": "a token is four characters; sk-learn, AIza and eyJ are words"}\n\n'
+    assert not _secret_shapes.chunks_hold_key([body[:20], body[20:], b""])
+    assert not _secret_shapes.chunks_hold_key([])

@@ -50,6 +50,9 @@ class Tape:
         #: "METHOD URL" (redacted) of the stored recordings whose chunks were stamped on the
         #: client's event loop: a loop the client blocked delayed those stamps.
         self.read_on_loop: list[str] = []
+        #: "METHOD URL" (redacted) of the stored recordings whose response body holds a
+        #: well-known key's shape (stored as it came: the session warns of them).
+        self.keys_in_responses: list[str] = []
 
     def start(self, request: Request, clock: Clock, start: float) -> Recording:
         """A recording of the response to `request`, sent at clock reading `start`.
@@ -78,6 +81,11 @@ class Tape:
                     self.cassette.append(cleaned)
                     if recording.read_on_loop:
                         self.read_on_loop.append(f"{cleaned.request.method} {cleaned.request.url}")
+                if self.redactor.response_holds_key(cleaned.response):
+                    with self._lock:
+                        self.keys_in_responses.append(
+                            f"{cleaned.request.method} {cleaned.request.url}"
+                        )
                 if self.on_recorded is not None:
                     self.on_recorded(cleaned)
         finally:
