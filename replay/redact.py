@@ -7,19 +7,27 @@ secret does not depend on an exact list of names (`replay._secret_shapes` says h
 
 - headers (request and response) whose name is credential-like, plus `DEFAULT_HEADERS` and the
   names the user adds: the whole value; in every other header value, well-known keys
-  (`sk-…`, `AKIA…`, JWTs…) and the credentials after `Bearer` / `Basic`;
+  (`sk-…`, `AKIA…`, JWTs…), the credentials after `Bearer` / `Basic` / `Token`, and what is
+  secret in the URLs it holds (`Referer`, `Location`, `X-Original-URL`, `Link`…);
 - the URL's user information (`https://TOKEN@host`, `https://user:password@host`): user and
   password; a path segment holding a well-known key;
-- query parameters, and the fields of an `application/x-www-form-urlencoded` body, whose
-  name is credential-like (plus `DEFAULT_QUERY_PARAMETERS` and the names the user adds), or
-  whose value holds a well-known key: the whole value;
-- in a JSON request body (a Content-Type naming json, as matching reads it), at any depth: the
-  string values of credential-like fields (and the strings of a list there), and well-known
-  keys inside any other string. The body is written anew only when something changed.
+- query and fragment parameters (parted by `&` or `;`), path parameters (`;jsessionid=…`) and
+  the fields of an `application/x-www-form-urlencoded` body, whose name is credential-like
+  (or one of `URL_NAMES`: `code`, `sessionid`…; plus `DEFAULT_QUERY_PARAMETERS` and the names
+  the user adds), or whose value holds a well-known key: the whole value; a part without `=`
+  that holds a key, whole;
+- in a JSON request body (a Content-Type naming json, as matching reads it), at any depth
+  (`replay._deep_json`: no recursion): every string under a credential-like field, in its
+  lists and objects too (not the schema of a tool's parameter, in a JSON schema's
+  `properties`), and well-known keys inside any other string. The body is written anew only
+  when something changed;
+- a compressed request body (`Content-Encoding`) is decoded first; one with something to hide
+  is stored decoded, without its Content-Encoding.
 
 Response bodies are not redacted: they are what the replay plays, byte for byte. A server
 that echoes a secret into its body (a token endpoint's answer, say) needs a `before_record`
-hook; so does a request body that is neither JSON nor a form.
+hook (`response_holds_key` lets a recording warn of the shapes of keys there); so does a
+request body that is neither JSON nor a form.
 
 The user's `hook` (`before_record`) runs after the built-in redaction. It is also applied to
 each live request before matching (with an empty response), as vcrpy applies its
