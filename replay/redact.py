@@ -149,6 +149,20 @@ def _reasoning_signature(name: str, owner: dict[str, object]) -> bool:
     return name == "signature" and owner.get("type") in _THINKING_BLOCKS
 
 
+def _credential(name: str, item: object, owner: dict[str, object], properties: bool) -> bool:
+    """Whether field `name` of JSON object `owner`, holding `item`, is the credential its name
+    says it is.
+
+    Args:
+        properties: `owner` is a JSON schema's `properties` (a tool's parameters, in a
+            request to an LLM): an object there is the schema of a parameter that may be
+            called `api_key`, not a credential.
+    """
+    if properties and not isinstance(item, str):
+        return False
+    return not _reasoning_signature(name, owner)
+
+
 def _secret(name: str, always: frozenset[str]) -> bool:
     """Whether `name` (a header, parameter or field) is redacted, given the names `always`
     redacted (lower case)."""
@@ -455,11 +469,9 @@ class Redactor:
         todo: list[tuple[Any, bool, bool]] = [(value, False, False)]
         while todo:
             container, secret, properties = todo.pop()
+            places: list[tuple[Any, Any, bool]]
             if isinstance(container, dict):
-                places = [
-                    (name, item, secret or self._secret_field(name, item, container, properties))
-                    for name, item in container.items()
-                ]
+                places = self._fields_of(container, secret=secret, properties=properties)
             else:
                 places = [(index, item, secret) for index, item in enumerate(container)]
             for place, item, named in places:
@@ -472,19 +484,18 @@ class Redactor:
                     todo.append((item, named, place == "properties"))
         return value, changed
 
-    def _secret_field(
-        self, name: str, item: object, owner: dict[str, object], properties: bool
-    ) -> bool:
-        """Whether field `name` of JSON object `owner`, holding `item`, is a credential.
-
-        Args:
-            properties: `owner` is a JSON schema's `properties` (a tool's parameters, in a
-                request to an LLM): an object there is the schema of a parameter that may
-                be called `api_key`, not a credential.
-        """
-        if properties and not isinstance(item, str):
-            return False
-        return _secret(name, self._field_names) and not _reasoning_signature(name, owner)
+    def _fields_of(
+        self, owner: dict[str, Any], *, secret: bool, properties: bool
+    ) -> list[tuple[Any, Any, bool]]:
+        """The items of JSON object `owner`, each with whether it is secret: by its name, or
+        by `owner`'s (`secret`). One call per object, none per item: most bodies are flat."""
+        if secret:
+            return [(name, item, True) for name, item in owner.items()]
+        names = self._field_names
+        return [
+            (name, item, _secret(name, names) and _credential(name, item, owner, properties))
+            for name, item in owner.items()
+        ]
 
     def _request(self, request: Request, clean: AbstractSet[bytes] = frozenset()) -> Request:
         # Once per replayed request: what is known clean is looked up here, without calls.
