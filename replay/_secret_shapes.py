@@ -216,21 +216,52 @@ def holds_key(text: str) -> bool:
     )
 
 
-#: How many bytes of a chunk are looked at again with the next one: a key cut in two by a
-#: chunk boundary is found whole (the longest shapes, JWTs aside, are under 100 bytes).
-_CARRY = 256
+#: What each of `SHAPES` starts with: a body is looked for these (`bytes.find` scans at memory
+#: speed, where an expression looks at every position), and `SHAPES` tried where one is.
+_PREFIXES = (
+    b"sk-", b"sk_", b"rk_", b"AKIA", b"ASIA", b"AIza", b"ghp_", b"gho_", b"ghu_", b"ghs_",
+    b"ghr_", b"github_pat_", b"glpat-", b"xox", b"hf_", b"eyJ",
+)  # fmt: skip
+#: A body is looked through in blocks of about this many bytes (few chunks are this long).
+_BLOCK = 1 << 20
+#: How many bytes of a block are looked at again with the next one: a key cut in two by a
+#: block boundary is found whole (far longer than any key; a JWT's first two parts included).
+_CARRY = 4096
 
 
-def chunks_hold_key(chunks: Iterable[bytes]) -> bool:
-    """Whether a body, read as `chunks`, holds a well-known key (one split between two
-    chunks included); a chunk at a time, so a long body is never joined."""
-    may_hold_key, shapes = _pattern("MAY_HOLD_KEY_BYTES"), _pattern("SHAPES_BYTES")
+def chunks_hold_key(chunks: Iterable[bytes], *, limit: int | None = None) -> bool:
+    """Whether a body, read as `chunks`, holds a well-known key: `SHAPES_BYTES.search` of
+    the whole body, read a block at a time (a long body is never joined).
+
+    Args:
+        limit: look no further than about this many bytes (None: to the end). A body is
+            looked through at about 100 MB/s.
+    """
     tail = b""
+    pieces: list[bytes] = []
+    size = total = 0
     for chunk in chunks:
-        text = tail + chunk if tail else chunk
-        if may_hold_key.search(text) is not None and shapes.search(text) is not None:
-            return True
-        tail = text[-_CARRY:]
+        pieces.append(chunk)
+        size += len(chunk)
+        if size >= _BLOCK:
+            text = tail + b"".join(pieces)
+            total += size
+            if _block_holds_key(text):
+                return True
+            if limit is not None and total >= limit:
+                return False
+            tail, pieces, size = text[-_CARRY:], [], 0
+    return _block_holds_key(tail + b"".join(pieces))
+
+
+def _block_holds_key(text: bytes) -> bool:
+    shapes = _pattern("SHAPES_BYTES")
+    for prefix in _PREFIXES:
+        at = text.find(prefix)
+        while at != -1:
+            if shapes.match(text, at) is not None:  # (`\b` still sees the byte before)
+                return True
+            at = text.find(prefix, at + 1)
     return False
 
 

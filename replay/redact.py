@@ -538,14 +538,17 @@ class Redactor:
 
         Response bodies are stored as they came (the replay plays them byte for byte): a
         recording session warns of such a body (`KeyInResponseWarning`), naming the
-        interaction, never the value.
+        interaction, never the value. Only the first `MAX_DECODED_BYTES` (64 MiB) are looked
+        through: a key is echoed in a short answer, and a long stream is not read twice.
         """
-        from replay._decoding import DecodingError, decoded_chunks  # (as the recorder is)
+        from replay._decoding import MAX_DECODED_BYTES, DecodingError, decoded_chunks
 
         try:
-            return chunks_hold_key(data for _, data in decoded_chunks(response))
+            decoded = (data for _, data in decoded_chunks(response))
+            return chunks_hold_key(decoded, limit=MAX_DECODED_BYTES)
         except DecodingError:  # not decodable: look at it as it is
-            return chunks_hold_key(chunk.data for chunk in response.chunks)
+            raw = (chunk.data for chunk in response.chunks)
+            return chunks_hold_key(raw, limit=MAX_DECODED_BYTES)
 
     def interaction(self, interaction: Interaction) -> Interaction | None:
         """A copy of `interaction` with secrets replaced in its request and response headers,

@@ -277,3 +277,31 @@ def test_chunks_without_a_key_hold_none() -> None:
     body = b'data: {"text": "a token is four characters; sk-learn, AIza and eyJ are words"}\n\n'
     assert not _secret_shapes.chunks_hold_key([body[:20], body[20:], b""])
     assert not _secret_shapes.chunks_hold_key([])
+
+
+@given(
+    st.lists(
+        st.lists(
+            st.one_of(
+                st.sampled_from([str(p.values[0]) for p in KEYS]),
+                st.text(alphabet="sk-_AKIASzaeyJ.ghpxobfr0123456789 ", max_size=30),
+            ),
+            max_size=4,
+        ).map(lambda parts: "".join(parts).encode()),
+        max_size=4,
+    )
+)
+def test_chunks_hold_a_key_exactly_when_the_joined_body_does(chunks: list[bytes]) -> None:
+    expected = SHAPES.search(b"".join(chunks).decode()) is not None
+    assert _secret_shapes.chunks_hold_key(chunks) == expected
+
+
+def test_a_key_across_the_blocks_of_a_long_body_is_found() -> None:
+    key = b"AKIAIOSFODNN7EXAMPLE"
+    filler = b" " * (_secret_shapes._BLOCK - 7)  # the key starts 7 bytes before a block ends
+    assert _secret_shapes.chunks_hold_key([filler, key[:7], key[7:], b" end"])
+    assert not _secret_shapes.chunks_hold_key([filler, b"AKIA", b"-not-a-key"])
+    # Past the limit (at a block's end) a body is not looked through.
+    block = b" " * _secret_shapes._BLOCK
+    assert _secret_shapes.chunks_hold_key([block, key])
+    assert not _secret_shapes.chunks_hold_key([block, key], limit=len(block))
