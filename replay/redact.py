@@ -10,7 +10,8 @@ secret does not depend on an exact list of names (`replay._secret_shapes` says h
   (`sk-…`, `AKIA…`, JWTs…), the credentials after `Bearer` / `Basic` / `Token`, and what is
   secret in the URLs it holds (`Referer`, `Location`, `X-Original-URL`, `Link`…);
 - the URL's user information (`https://TOKEN@host`, `https://user:password@host`): user and
-  password; a path segment holding a well-known key;
+  password; a path segment holding a well-known key (the URL half lives in
+  `replay._redact_urls`);
 - query and fragment parameters (parted by `&` or `;`), path parameters (`;jsessionid=…`) and
   the fields of an `application/x-www-form-urlencoded` body, whose name is credential-like
   (or one of `URL_NAMES`: `code`, `sessionid`…; plus `DEFAULT_QUERY_PARAMETERS` and the names
@@ -42,21 +43,20 @@ import re
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from typing import Any
-from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
+from urllib.parse import unquote_plus
 
 import attrs
 
 from replay import _deep_json
 from replay import _secret_shapes as shapes  # (its expressions are compiled when first used)
+from replay._redact_urls import URL_MARKS, UrlRedaction, remember
 from replay._secret_shapes import (
     NAME_STEMS,
     PLACEHOLDER,
     chunks_hold_key,
     hide_header_shapes,
     hide_shapes,
-    holds_key,
     is_secret_name,
-    is_secret_url_name,
 )
 from replay.model import Chunks, Headers, Interaction, Request, Response
 
@@ -87,33 +87,13 @@ _NO_RESPONSE = Response(status=200)
 #: Up to this many bytes, a JSON body is looked for names with one regular expression.
 _SHORT_BODY = 256
 
-#: What a URL in a header value holds (a query, a fragment, parameters, user information).
-_URL_MARKS = re.compile(r"[?#;@]")
-#: A URL (or a path) in a header value: a run without spaces, quotes or angle brackets
-#: around one of `_URL_MARKS` (`Link: <…?token=…>; rel="next"`, `Refresh: 0; url=…`).
-_URL_LIKE = re.compile(r"""[^\s<>"',]*[?#;@][^\s<>"']*""")
-#: Where fields part in a query with `;` in it (`a=1;token=…`, as older servers read it).
-_FIELD_SEPARATORS = re.compile(r"([&;])")
-
 #: A JSON escape of an ASCII letter (in a body made lower case), which a stem may hide behind.
 _ESCAPED_LETTER = re.compile(rb"\\u00(?:4[1-9a-f]|5[0-9a]|6[1-9a-f]|7[0-9a])")
-
-#: How many verdicts a cache keeps before it starts again.
-_CACHE_LIMIT = 4096
 
 #: Header values known to hold no key: most come back with every request (user agent,
 #: content type, host), and a set lookup costs a tenth of the regular expression. Only values
 #: found clean are kept, and they are stored in the cassette anyway.
 _CLEAN_HEADER_VALUES: set[str] = set()
-
-
-def _remember(cache: set[str] | dict[Any, Any], value: Any, verdict: object = True) -> None:
-    if len(cache) >= _CACHE_LIMIT:
-        cache.clear()
-    if isinstance(cache, dict):
-        cache[value] = verdict
-    else:
-        cache.add(value)
 
 
 def _body_headers(headers: Headers) -> tuple[str, str]:
@@ -199,7 +179,7 @@ def _shared(headers: frozenset[str], query_parameters: frozenset[str]) -> _Share
 
 
 @attrs.frozen
-class Redactor:
+class Redactor(UrlRedaction):
     """Replaces secrets by a placeholder in requests and responses.
 
     Args:
@@ -268,7 +248,7 @@ class Redactor:
             secret = verdicts.get(name)
             if secret is None:
                 secret = _secret(name, self._header_names)
-                _remember(verdicts, name, secret)
+                remember(verdicts, name, secret)
             if secret:
                 hidden = PLACEHOLDER
             elif value in _CLEAN_HEADER_VALUES:
@@ -286,83 +266,11 @@ class Redactor:
         secrets of the URLs in it replaced (`Referer`, `Location`, `X-Original-URL`, `Link`
         carry a URL); `value` itself when none was."""
         hidden = hide_header_shapes(value)
-        if _URL_MARKS.search(hidden) is None:
+        if URL_MARKS.search(hidden) is None:
             if hidden is value:  # (clean whatever the names: shared by every redactor)
-                _remember(_CLEAN_HEADER_VALUES, value)
+                remember(_CLEAN_HEADER_VALUES, value)
             return hidden
-        if hidden in self._clean_urls:  # (clean for these names)
-            return hidden
-        in_urls = _URL_LIKE.sub(lambda match: self.url(match[0]), hidden)
-        if in_urls == hidden:
-            _remember(self._clean_urls, hidden)
-            return hidden
-        return in_urls
-
-    def url(self, url: str) -> str:
-        """`url` with its user information, secret query and fragment values, key-shaped
-        path segments and secret path parameters (`;jsessionid=…`) replaced.
-
-        Only those change: the other parameters keep their order and their exact encoding,
-        so the stored URL is the one that was sent, minus the secrets; `url` itself is
-        returned when there is nothing to hide.
-        """
-        if url in self._clean_urls:
-            return url
-        parts = urlsplit(url)
-        netloc = _without_userinfo(parts.netloc)
-        path = self._path(parts.path)
-        query = self._fields(parts.query, unquote_plus)
-        # `#access_token=…`: OAuth's implicit flow hands the token over in the fragment.
-        fragment = self._fields(parts.fragment, unquote_plus)
-        if (netloc, path, query, fragment) == parts[1:]:
-            _remember(self._clean_urls, url)
-            return url
-        changed = parts._replace(netloc=netloc, path=path, query=query, fragment=fragment)
-        return urlunsplit(changed)
-
-    def _path(self, path: str) -> str:
-        """`path` with key-shaped segments and secret parameters (`/p;jsessionid=…`)
-        replaced; `path` itself when none was."""
-        path = _without_keys(path)
-        if ";" not in path:
-            return path
-        segments = path.split("/")
-        cleaned = [self._segment(segment) for segment in segments]
-        return path if cleaned == segments else "/".join(cleaned)
-
-    def _segment(self, segment: str) -> str:
-        name, semicolon, parameters = segment.partition(";")
-        hidden = self._fields(parameters, unquote)
-        return segment if hidden is parameters else f"{name}{semicolon}{hidden}"
-
-    def _fields(self, text: str, decode: Callable[[str], str]) -> str:
-        """`name=value&…` text (`;` separates fields too) with secret values replaced;
-        `text` itself when none was."""
-        if not text:
-            return text
-        # The separators stay where they were, at the odd places.
-        fields = _FIELD_SEPARATORS.split(text) if ";" in text else text.split("&")
-        step = 2 if ";" in text else 1
-        cleaned = list(fields)
-        for index in range(0, len(fields), step):
-            cleaned[index] = self._field(fields[index], decode)
-        if cleaned == fields:
-            return text
-        return "".join(cleaned) if step == 2 else "&".join(cleaned)
-
-    def _field(self, field: str, decode: Callable[[str], str]) -> str:
-        name, equals, value = field.partition("=")
-        if not equals:  # a key alone (`?sk-…`) goes whole; a bare name (`?stream`) stays
-            return PLACEHOLDER if holds_key(decode(field)) else field
-        if value == PLACEHOLDER:
-            return field
-        if self._secret_parameter(decode(name)) or holds_key(decode(value)):
-            return f"{name}={PLACEHOLDER}"
-        return field
-
-    def _secret_parameter(self, name: str) -> bool:
-        """Whether URL, fragment or form parameter `name` is a credential (`URL_NAMES`)."""
-        return name.lower() in self._field_names or is_secret_url_name(name)
+        return self.urls_in(hidden)
 
     def _body(self, body: bytes, content_type: str, clean: AbstractSet[bytes]) -> bytes:
         """A request's body with secrets replaced; the body itself when none was.
@@ -508,7 +416,7 @@ class Redactor:
             body_headers = _body_headers(headers)
             headers = self._headers(headers)
             if headers is request.headers:
-                _remember(self._clean_headers, headers, body_headers)
+                remember(self._clean_headers, headers, body_headers)
         content_type, encoding = body_headers
         body = request.body
         if encoding:
@@ -560,21 +468,3 @@ class Redactor:
             response = attrs.evolve(response, headers=headers)
         cleaned = Interaction(self._request(interaction.request), response)
         return self.hook(cleaned) if self.hook is not None else cleaned
-
-
-def _without_userinfo(netloc: str) -> str:
-    """`netloc` with its user (a token, often) and password replaced."""
-    userinfo, at, host = netloc.rpartition("@")
-    if not at or not userinfo:
-        return netloc
-    hidden = f"{PLACEHOLDER}:{PLACEHOLDER}" if ":" in userinfo else PLACEHOLDER
-    return netloc if userinfo == hidden else f"{hidden}@{host}"
-
-
-def _without_keys(path: str) -> str:
-    """`path` with each segment that holds a well-known key replaced."""
-    if not holds_key(unquote(path)):
-        return path
-    return "/".join(
-        PLACEHOLDER if holds_key(unquote(segment)) else segment for segment in path.split("/")
-    )
