@@ -47,6 +47,7 @@ from replay._asgi import (
     stderr,
 )
 from replay._atomic import check_writable
+from replay._guard import REQUEST_TIMEOUT, check_request_timeout
 from replay._saver import SAVE_INTERVAL, Outbox, Saver
 from replay.clock import Clock, MonotonicClock
 from replay.errors import ConfigurationError
@@ -230,6 +231,7 @@ def proxy(
     port: int = 8080,
     log: Log = stderr,
     save_interval: float = SAVE_INTERVAL,
+    request_timeout: float = REQUEST_TIMEOUT,
 ) -> None:
     """Run a recording reverse proxy to `target` on 127.0.0.1 until SIGINT or SIGTERM.
 
@@ -240,14 +242,18 @@ def proxy(
         log: receives the start line and one line per interaction (default: stderr).
         save_interval: the most seconds a finished interaction waits to be saved while
             others keep finishing (they are saved together); at exit all are saved.
+        request_timeout: seconds a client has to send a whole request; then its
+            connection is closed (see `replay._guard`).
 
     Raises:
-        ConfigurationError: a bad target or port, or uvicorn is not installed.
+        ConfigurationError: a bad target, port or request timeout, or uvicorn is not
+            installed.
         CassetteFormatError: `out` exists and is not a cassette (it is left alone).
         CassetteWriteError: `out` is read-only, or the last save failed.
         OSError: the port is taken.
     """
     require_uvicorn()
+    timeout = check_request_timeout(request_timeout)
     out = Path(out)
     if out.exists():
         load_interactions(out)  # never overwrite a file that is not a cassette
@@ -256,7 +262,7 @@ def proxy(
     with listen(port) as sock, _long_lived():
         address = f"http://127.0.0.1:{sock.getsockname()[1]}"
         try:
-            run(app, sock, log, f"proxying {address} -> {app.target}, recording to {out}")
+            run(app, sock, log, f"proxying {address} -> {app.target}, recording to {out}", timeout)
         finally:
             app.close()
 

@@ -43,6 +43,7 @@ from replay._asgi import (
     send_json,
     stderr,
 )
+from replay._guard import REQUEST_TIMEOUT, check_request_timeout
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
 from replay.engine import Data, End, Head, Played, Player, Stepper, step_async
@@ -261,6 +262,7 @@ def serve(
     faults: Iterable[FaultLike] = (),
     allow_hosts: Iterable[str] = (),
     log: Log = stderr,
+    request_timeout: float = REQUEST_TIMEOUT,
 ) -> None:
     """Serve a cassette over HTTP on 127.0.0.1 until SIGINT or SIGTERM.
 
@@ -272,15 +274,20 @@ def serve(
         faults: faults (or specs such as "cut(after_events=3)") applied to what is served.
         allow_hosts: `Host` names served besides the loopback ones.
         log: receives the start line and one line per request (default: stderr).
+        request_timeout: seconds a client has to send a whole request; then its
+            connection is closed (see `replay._guard`).
 
     Raises:
-        ConfigurationError: a bad speed, port or fault, or uvicorn is not installed.
+        ConfigurationError: a bad speed, port, fault or request timeout, or uvicorn is not
+            installed.
         CassetteFormatError, OSError: the cassette cannot be read, or the port is taken.
     """
     require_uvicorn()
     factor = parse_speed(speed)
     chosen = coerce(faults)
+    timeout = check_request_timeout(request_timeout)
     cassette = Cassette.load(cassette_path, match_on=SERVE_MATCH_ON, allow_playback_repeats=repeat)
     app = ReplayApp(cassette, speed=factor, faults=chosen, allow_hosts=allow_hosts, log=log)
     with listen(port) as sock:
-        run(app, sock, log, f"serving {cassette_path} on http://127.0.0.1:{sock.getsockname()[1]}")
+        address = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        run(app, sock, log, f"serving {cassette_path} on {address}", timeout)

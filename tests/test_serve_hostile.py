@@ -6,12 +6,18 @@ raw sockets send what a client library would refuse to."""
 from __future__ import annotations
 
 import json
+import re
 import socket
+import subprocess
+import sys
+import textwrap
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
-from test_serve import Running, running
+from test_serve import Running, run_replay, running
 
 import replay
 
@@ -171,3 +177,159 @@ def test_a_body_nested_100000_deep_gets_a_404_not_a_traceback(hostile: Running) 
     hostile.wait_for("404: POST")
     assert "Traceback" not in hostile.stderr
     assert "RecursionError" not in hostile.stderr
+
+
+# -- half-sent requests ---------------------------------------------------------------------
+
+#: The request timeout the tests run with, and the most a closing may take past it (generous:
+#: CI is a loaded 2-core machine).
+TIMEOUT = 0.5
+SLACK = 4.0
+
+
+@pytest.fixture(scope="module")
+def strict(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    """A server giving each request `TIMEOUT` seconds to arrive; its stream lasts longer."""
+    path = tmp_path_factory.mktemp("strict") / "slow.msgpack"
+    last = TIMEOUT * 1.5
+    chunks = [replay.Chunk(0.0, b"data: one\n\n"), replay.Chunk(last, b"data: two\n\n")]
+    request = replay.Request(method="POST", url="https://api.example.com/slow")
+    replay.Cassette([replay.Interaction(request, replay.Response(status=200, chunks=chunks))]).save(
+        path
+    )
+    args = ("serve", str(path), "--speed", "1", "--repeat", "--request-timeout", str(TIMEOUT))
+    with running(*args) as server:
+        yield server
+
+
+def trickle(server: Running, start: bytes, byte: bytes, every: float = 0.1) -> tuple[float, bytes]:
+    """Send `start`, then `byte` every `every` seconds until the server closes the
+    connection: the seconds that took, and what the server sent."""
+    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=SLACK) as sock:
+        began = time.monotonic()
+        sock.sendall(start)
+        sock.settimeout(every)
+        received = b""
+        while time.monotonic() - began < TIMEOUT + SLACK:
+            try:
+                sock.sendall(byte)
+                data = sock.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:  # reset: the server closed while bytes were still coming
+                break
+            if not data:
+                break
+            received += data
+        return time.monotonic() - began, received
+
+
+@pytest.mark.parametrize(
+    ("start", "byte"),
+    [
+        (b"POST /slow HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", b"a"),
+        (b"POST /slow HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n", b"{"),
+    ],
+    ids=["headers", "body"],
+)
+def test_a_request_sent_a_byte_at_a_time_is_cut_off_with_a_408(
+    strict: Running, start: bytes, byte: bytes
+) -> None:
+    took, received = trickle(strict, start, byte)
+    assert TIMEOUT * 0.9 < took < TIMEOUT + SLACK
+    status, headers, body = split_head(received)
+    assert status == 408
+    assert headers["connection"] == "close"
+    assert json.loads(body)["error"]["type"] == "replay_timeout"
+    strict.wait_for("408: a request was not sent whole within 0.5 s: connection closed")
+    assert "Traceback" not in strict.stderr
+
+
+def test_a_connection_that_sends_nothing_is_closed_quietly(strict: Running) -> None:
+    with socket.create_connection(("127.0.0.1", port_of(strict)), timeout=SLACK) as sock:
+        began = time.monotonic()
+        assert sock.recv(65536) == b""
+        assert TIMEOUT * 0.9 < time.monotonic() - began < TIMEOUT + SLACK
+
+
+def test_the_request_timeout_bounds_arriving_not_answering(strict: Running) -> None:
+    # The answer streams for longer than the timeout; a second request on the same
+    # connection, after a pause longer than the timeout too, has its own time to arrive.
+    request = b"POST /slow HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port_of(strict)), timeout=SLACK) as sock:
+        sock.sendall(request)
+        assert b"data: two" in read_chunked(sock)
+        time.sleep(TIMEOUT * 1.5)
+        sock.sendall(request)
+        assert b"data: two" in read_chunked(sock)
+
+
+def read_chunked(sock: socket.socket) -> bytes:
+    """One chunked answer from `sock`, whole."""
+    received = b""
+    while not received.endswith(b"\r\n0\r\n\r\n"):
+        data = sock.recv(65536)
+        assert data, f"closed mid-answer: {received!r}"
+        received += data
+    return received
+
+
+def test_a_request_timeout_that_is_not_a_time_is_one_line(tmp_path: Path) -> None:
+    result = run_replay("serve", str(tmp_path / "x.msgpack"), "--request-timeout", "0")
+    assert result.returncode == 1
+    assert (
+        result.stderr == "replay: error: the request timeout must be more than 0 seconds, not 0.0\n"
+    )
+
+
+# -- an error nothing expected ----------------------------------------------------------------
+
+#: An app that fails before answering (`/before`) or once its answer has begun (`/after`),
+#: served by the runner `serve` and `proxy` share, in a process of its own.
+FAILING = textwrap.dedent(
+    """
+    import socket, sys
+    from replay._asgi import InFlight, listen, run, stderr
+
+    class Failing:
+        in_flight = InFlight()
+
+        async def __call__(self, scope, receive, send):
+            if scope["type"] == "lifespan":
+                while (await receive())["type"] != "lifespan.shutdown":
+                    await send({"type": "lifespan.startup.complete"})
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+            if scope["path"] == "/after":
+                await send({"type": "http.response.start", "status": 200, "headers": []})
+                await send({"type": "http.response.body", "body": b"a", "more_body": True})
+            raise ValueError("Bearer sk-never-logged")
+
+    with listen(0) as sock:
+        run(Failing(), sock, stderr, f"on http://127.0.0.1:{sock.getsockname()[1]}", 5.0)
+    """
+)
+
+
+def test_an_error_nothing_expected_is_a_500_and_one_line(tmp_path: Path) -> None:
+    script = tmp_path / "failing.py"
+    script.write_text(FAILING)
+    process = subprocess.Popen(
+        [sys.executable, str(script)], stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert process.stderr is not None
+        start = process.stderr.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+", start)
+        assert url, start
+        before = httpx.get(f"{url[0]}/before")
+        with pytest.raises(httpx.RemoteProtocolError):
+            httpx.get(f"{url[0]}/after")
+    finally:
+        process.terminate()
+        _, rest = process.communicate(timeout=10)
+    raised = next(n for n, line in enumerate(FAILING.splitlines(), 1) if "raise" in line)
+    where = f"internal error: ValueError at failing.py:{raised}"  # not its message
+    assert before.status_code == 500
+    assert before.json()["error"] == {"type": "replay_internal", "message": f"GET /before: {where}"}
+    assert rest.splitlines() == [f"500: GET /before: {where}", f"500: GET /after: {where}"]
