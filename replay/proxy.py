@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,6 +98,18 @@ def _summary(interaction: Interaction) -> str:
     elif response.end.truncated:
         text += ", cut short"
     return text
+
+
+#: Where an error's text begins quoting what the target sent, as h11's "illegal header
+#: line: bytearray(b'...')" does: a header line may hold a credential.
+_QUOTED = re.compile(r"""(?::\s*)?(?:bytearray\()?\bb['"]""")
+
+
+def _reason(error: Exception) -> str:
+    """`error`'s text up to any bytes it quotes from the target's answer."""
+    text = str(error)
+    quoted = _QUOTED.search(text)
+    return text if quoted is None else f"{text[: quoted.start()]} (the line is not shown)"
 
 
 #: The upstream pool's limits: as many connections as there are clients (the default 100
@@ -195,7 +208,7 @@ class ProxyApp:
             upstream = await self.client.send(outgoing, stream=True)
         except httpx.HTTPError as error:
             shown = Redactor().url(str(outgoing.url))  # a query may carry an API key
-            message = f"{outgoing.method} {shown}: {type(error).__name__}: {error}"
+            message = f"{outgoing.method} {shown}: {type(error).__name__}: {_reason(error)}"
             self.log(f"not forwarded: {message}")
             await send_json(send, 502, {"error": {"type": "replay_proxy", "message": message}})
             return

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -333,3 +334,60 @@ def test_an_error_nothing_expected_is_a_500_and_one_line(tmp_path: Path) -> None
     assert before.status_code == 500
     assert before.json()["error"] == {"type": "replay_internal", "message": f"GET /before: {where}"}
     assert rest.splitlines() == [f"500: GET /before: {where}", f"500: GET /after: {where}"]
+
+
+# -- replay proxy -----------------------------------------------------------------------------
+
+#: What a hostile target answers: a header line h11 refuses, holding a credential.
+REFUSED_LINE = b"Set-Cookie: session=sk-upstream-secret\rX-Injected: 1"
+
+
+@pytest.fixture
+def target() -> Iterator[str]:
+    """A target on 127.0.0.1 answering every request with `REFUSED_LINE` among its headers."""
+    done = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(0.1)
+
+        def answer_all() -> None:
+            while not done.is_set():
+                try:
+                    connection, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                with connection:
+                    while b"\r\n\r\n" not in connection.recv(65536):
+                        pass
+                    connection.sendall(
+                        b"HTTP/1.1 200 OK\r\n%s\r\nContent-Length: 2\r\n\r\nok" % REFUSED_LINE
+                    )
+
+        thread = threading.Thread(target=answer_all, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+        finally:
+            done.set()
+            thread.join(5)
+
+
+def test_the_proxy_answers_a_header_it_cannot_pass_on_with_a_502_that_quotes_none(
+    target: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.msgpack"
+    args = ("proxy", "--target", target, "-o", str(out), "--request-timeout", str(TIMEOUT))
+    with running(*args) as proxy:
+        data = exchange(proxy, get("/v1/models"))
+        proxy.wait_for("not forwarded: GET")
+        took, received = trickle(proxy, b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-", b"a")
+    status, headers, body = split_head(data)
+    assert status == 502
+    assert "set-cookie" not in headers
+    assert "x-injected" not in headers
+    message = json.loads(body)["error"]["message"]
+    assert message.endswith("RemoteProtocolError: illegal header line (the line is not shown)")
+    assert b"sk-upstream-secret" not in data
+    assert "sk-upstream-secret" not in proxy.stderr
+    assert split_head(received)[0] == 408  # the proxy bounds a request's arrival too
+    assert took < TIMEOUT + SLACK
+    assert "Traceback" not in proxy.stderr
