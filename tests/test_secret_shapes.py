@@ -253,3 +253,13 @@ def test_the_expressions_are_compiled_once_on_first_use() -> None:
         _secret_shapes.NO_SUCH_SHAPES  # noqa: B018
     with pytest.raises(AttributeError):
         _secret_shapes._CAMEL_CASE  # noqa: B018
+
+
+def test_hash_shapes_puts_a_short_hash_in_place_of_each_key() -> None:
+    one, two = "sk-proj-QwErTyUiOpAsDfGhJkLzXcVbNm", "sk-proj-MnBvCxZlKjHgFdSaPoIuYtReWq"
+    hashed = _secret_shapes.hash_shapes(f"test_x[{one}-gpt]")
+    assert re.fullmatch(r"test_x\[REDACTED-[0-9a-f]{10}\]", hashed)  # (the id is one key)
+    assert _secret_shapes.hash_shapes(f"test_x[{one}-gpt]") == hashed  # (sha256: every run)
+    assert _secret_shapes.hash_shapes(f"test_x[{two}-gpt]") != hashed
+    plain = "test_x[gpt-4o-mini]"
+    assert _secret_shapes.hash_shapes(plain) is plain
