@@ -11,6 +11,7 @@ import pytest
 
 import replay
 from replay._origin import Origin, Script
+from replay._pytest_run import _selector
 from replay._streams import responses_hello
 
 pytest_plugins = ["pytester"]
@@ -225,6 +226,19 @@ def test_a_key_in_a_parametrize_id_is_hashed_in_file_name_and_summary(
     parts = {ID_KEY[i : i + 5] for i in range(len(ID_KEY) - 4)}
     assert [part for part in parts if any(part in text for text in shown)] == []
     assert sorted(p.name for p in (pytester.path / "cassettes" / "test_llm").iterdir()) == names
+
+
+@pytest.mark.parametrize(
+    ("nodeid", "selector"),
+    [
+        (f"t/test_x.py::TestA::test_b[{ID_KEY}-1]", "t/test_x.py::TestA::test_b"),
+        ("t/test_x.py::test_b[plain-1]", "t/test_x.py::test_b[plain-1]"),
+    ],
+)
+def test_the_record_command_of_a_keyed_test_selects_its_function(
+    nodeid: str, selector: str
+) -> None:
+    assert _selector(nodeid) == selector
 
 
 @pytest.mark.parametrize("how", ["option", "ini"])
