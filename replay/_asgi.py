@@ -279,13 +279,19 @@ def _stop_on_signals(server: uvicorn.Server) -> Iterator[None]:
             signal.signal(number, handler)
 
 
-def run(app: App, sock: socket.socket, log: Log, start_line: str) -> None:
-    """Serve `app` on `sock` with uvicorn until a signal; log `start_line` once it can stop."""
+def run(app: App, sock: socket.socket, log: Log, start_line: str, request_timeout: float) -> None:
+    """Serve `app` on `sock` with uvicorn until a signal; log `start_line` once it can stop.
+
+    A request not sent whole within `request_timeout` seconds has its connection closed; an
+    error `app` did not expect is one line of `log` (see `replay._guard`).
+    """
     import uvicorn
 
+    from replay._guard import Guarded, timed_protocol
+
     config = uvicorn.Config(
-        app,
-        http="h11",
+        Guarded(app, log),
+        http=timed_protocol(request_timeout, log),  # h11 (pure Python; httptools is not used)
         ws="none",
         lifespan="on",
         interface="asgi3",

@@ -152,13 +152,20 @@ def _parse_shallow(body: bytes) -> object:
     return json.loads(body)
 
 
+#: What makes a body that starts as JSON compare as bytes: not JSON (`ValueError`, and
+#: `UnicodeDecodeError` as from `json.loads(body)`). `_parse` and `_canonical` read and
+#: write any depth (`replay._deep_json`), so a client's 100,000 brackets key as JSON, the
+#: same from every stack; a `RecursionError` is still caught, as a last guard (a client's
+#: body must get an answer, not a traceback).
+_UNPARSED = (ValueError, RecursionError)
+
+
 def _json_body(body: bytes) -> tuple[str, object]:
     """The body's key as its canonical JSON text (as a mismatch message shows it)."""
     try:
-        parsed = _parse(body)
-    except ValueError:  # UnicodeDecodeError included, as from `json.loads(body)`
+        return ("json", _canonical(_parse(body)))
+    except _UNPARSED:
         return ("raw", body)
-    return ("json", _canonical(parsed))
 
 
 #: The types of an object's values that make the set of its items a key as exact as its
@@ -172,11 +179,11 @@ def json_key(body: bytes) -> tuple[str, object]:
     JSON-equal bodies are of the same kind, so their keys are equal either way."""
     try:
         parsed = _parse(body)
-    except ValueError:  # UnicodeDecodeError included, as from `json.loads(body)`
+        if type(parsed) is dict and _FLAT_TYPES.issuperset(map(type, parsed.values())):
+            return ("json", frozenset(parsed.items()))
+        return ("json", _canonical(parsed))
+    except _UNPARSED:
         return ("raw", body)
-    if type(parsed) is dict and _FLAT_TYPES.issuperset(map(type, parsed.values())):
-        return ("json", frozenset(parsed.items()))
-    return ("json", _canonical(parsed))
 
 
 def _body(request: Request) -> tuple[str, object]:

@@ -20,6 +20,7 @@ import attrs
 
 from replay import patch
 from replay._httpmod import async_stream, module_of, sync_stream
+from replay.errors import hide_for_replay_errors
 from replay.model import Response
 from replay.session import CassetteSession
 from replay.sse import SSEParser
@@ -134,6 +135,7 @@ class ProgressReporter:
 
     def handle(self, request: Any, send: patch.Send) -> Any:
         """Count the request, let the session answer it, count its body as it is read."""
+        __tracebackhide__ = hide_for_replay_errors
         self.add(Progress(requests=1))
         response = self.session.handle(request, send)
         tally = _Tally(self, response.headers)
@@ -142,6 +144,7 @@ class ProgressReporter:
 
     async def ahandle(self, request: Any, send: patch.AsyncSend) -> Any:
         """Async twin of `handle`."""
+        __tracebackhide__ = hide_for_replay_errors
         self.add(Progress(requests=1))
         response = await self.session.ahandle(request, send)
         tally = _Tally(self, response.headers)

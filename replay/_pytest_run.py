@@ -78,6 +78,7 @@ class Run:
 
     def left(self, session: CassetteSession) -> None:
         from replay._pytest_summary import SessionRecord
+        from replay._secret_shapes import hash_shapes
 
         used = session.last_used
         if used is None:
@@ -95,7 +96,8 @@ class Run:
         ]
         record = SessionRecord(
             path=_display(session.path, self._root),
-            test=self.item.nodeid if self.item is not None else "",
+            # (a key in a parametrize id is shown as a hash of it, as its cassette is named)
+            test=hash_shapes(self.item.nodeid) if self.item is not None else "",
             replayed=cassette.play_count,
             recorded=len(cassette.recorded),
             saved=session.saved,
@@ -206,8 +208,20 @@ def _explain_failure(item: pytest.Item, session: CassetteSession, report: Any) -
         report.sections.append(_fault_report(session))
     if session.mismatches:
         lines = [str(error) for error in session.mismatches]
-        lines.append(f"To record it: pytest --record-mode=new_episodes '{item.nodeid}'")
+        lines.append(f"To record it: pytest --record-mode=new_episodes '{_selector(item.nodeid)}'")
         report.sections.append(("replay: unmatched requests", "\n\n".join(lines)))
+
+
+def _selector(nodeid: str) -> str:
+    """What selects the test `nodeid` on pytest's command line: the id itself; for a test
+    whose parametrize ids hold a key, its function with all its parameters (replay shows no
+    key; those already recorded replay, `new_episodes` records only what is missing)."""
+    from replay._secret_shapes import holds_key
+
+    if not holds_key(nodeid):
+        return nodeid
+    where, _, name = nodeid.rpartition("::")
+    return f"{where}::{name.partition('[')[0]}"
 
 
 def _fault_report(session: CassetteSession) -> tuple[str, str]:

@@ -86,8 +86,8 @@ def explain(
     matchers = [vcr_matcher(m) for m in match_on]
     try:
         _, failures = get_matchers_results(to_vcr(request), to_vcr(recorded), matchers)
-    except RecursionError:  # vcrpy's `json.loads` of a body nested too deep: our keys say
-        failures = []
+    except RecursionError:  # its body matcher's `json.loads` of a body nested too deep
+        failures = []  # told by the keys below, which read a body at any depth
     differences = [(name, message or "differs") for name, message in failures]
     if not differences:  # vcrpy's matcher is looser than our key (e.g. blank query values)
         shown_keys = named_keys(names, request)

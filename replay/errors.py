@@ -46,6 +46,7 @@ __all__ = [
     "NetworkBlockedError",
     "ReplayError",
     "UnplayedInteractionsWarning",
+    "hide_for_replay_errors",
     "install_hint",
     "raise_bare",
 ]
@@ -68,11 +69,26 @@ class ReplayError(Exception):
 def raise_bare(error: BaseException) -> NoReturn:
     """Raise `error` from a frame that holds nothing else.
 
-    A test report shows the arguments of the frame an error was raised in (pytest's long
-    tracebacks do): raised from here, that is the error alone, whose message is redacted,
-    never the raw request it is about.
+    A test report shows the arguments of the frame an error was raised in (pytest does, even
+    in its default style): raised from here, that is the error alone, whose message is
+    redacted, never the raw request it is about. (So this frame stays in the report, where
+    the frames between the client and here are left out: `hide_for_replay_errors`.)
     """
     raise error
+
+
+def hide_for_replay_errors(excinfo: Any) -> bool:
+    """Whether pytest leaves a frame of replay's out of a test's traceback: its
+    `__tracebackhide__` in each frame a request passes through (the patched transports, the
+    adapters, the session, the player), called with the error's `ExceptionInfo`.
+
+    Hidden when the error is replay's own, whose message says all it knows (redacted): the
+    frames would only add the request as sent, secrets and all, to a `--tb=long` or
+    `--showlocals` report. Any other error (a bug, the client's own) shows them, to find
+    where it came from. A hidden frame never raises a replay error itself: pytest would show
+    the client's frame below it in full instead; `raise_bare` raises them.
+    """
+    return isinstance(getattr(excinfo, "value", None), ReplayError)
 
 
 def _rebuilt(cls: type[ReplayError], args: tuple[object, ...], state: dict[str, Any]) -> Any:

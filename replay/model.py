@@ -4,6 +4,10 @@ Every value is a frozen attrs class (or, for the chunk columns, an immutable seq
 times are seconds (floats) since the moment the request was sent. The stateful cassette
 (interactions plus play bookkeeping) lives in `replay.cassette`, the file in `replay.store`,
 content decoding in `replay._decoding`, framings (SSE, NDJSON) in `replay.framing`.
+
+The reprs of a request and a response show no value that may be a secret (a traceback's
+locals print them): no header value, no query value, no body, no user information, no
+key-shaped path segment.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import math
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, overload
+from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 
@@ -120,6 +125,49 @@ class Request:
     def header(self, name: str) -> str | None:
         """The first value of header `name` (case-insensitive), or None."""
         return _header(self.headers, name)
+
+    def __repr__(self) -> str:
+        return (
+            f"Request(method={self.method!r}, url={_shown_url(self.url)!r}, "
+            f"headers={_shown_headers(self.headers)}, body=<{len(self.body)} bytes>)"
+        )
+
+
+#: What a repr shows in place of a value it hides.
+_HIDDEN = "…"
+
+
+def _shown_url(url: str) -> str:
+    """`url` as a repr shows it: scheme, host and path (key-shaped segments hidden), and the
+    names of its query fields; their values, the fragment and the user information hidden.
+
+    Hidden, not redacted: a repr cannot know the names a session was told to redact (nor
+    import `replay.redact`, which imports this module), and a name is no secret."""
+    from replay._secret_shapes import hide_shapes  # (it imports nothing of replay)
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # (a bad IPv6 host): nothing of it is shown
+        return f"<{len(url)} characters>"
+    _, at, host = parts.netloc.rpartition("@")
+    netloc = f"{_HIDDEN}@{host}" if at else parts.netloc
+    fields = parts.query.split("&") if parts.query else []
+    query = "&".join(_shown_field(field, hide_shapes) for field in fields)
+    fragment = _HIDDEN if parts.fragment else ""
+    return urlunsplit((parts.scheme, netloc, hide_shapes(parts.path), query, fragment))
+
+
+def _shown_field(field: str, hide_shapes: Callable[[str], str]) -> str:
+    """A query field as a repr shows it: its name (unless key-shaped), never its value."""
+    name, equals, value = field.partition("=")
+    if not equals:
+        return _HIDDEN if field else field  # a value without a name (`?sk-…`)
+    return f"{hide_shapes(name)}={_HIDDEN if value else ''}"
+
+
+def _shown_headers(headers: Headers) -> str:
+    """Headers as a repr shows them: their names, each value hidden."""
+    return repr([f"{name}: {_HIDDEN}" for name, _ in headers])
 
 
 #: The setters of `Request`'s slots, for `Request.from_httpx` and `_request_of`.
@@ -430,6 +478,15 @@ class Response:
     def header(self, name: str) -> str | None:
         """The first value of header `name` (case-insensitive), or None."""
         return _header(self.headers, name)
+
+    def __repr__(self) -> str:
+        # The body as its size: it may echo a key, and a stream's chunks fill a screen.
+        count, size = len(self.chunks), sum(map(len, self.chunks.payloads))
+        chunks = f"<{count} chunk{'' if count == 1 else 's'}, {size} bytes>"
+        return (
+            f"Response(status={self.status!r}, headers={_shown_headers(self.headers)}, "
+            f"headers_at={self.headers_at!r}, chunks={chunks}, end={self.end!r})"
+        )
 
     def decoded_chunks(self) -> list[tuple[float, bytes]]:
         """The body as (arrival time, bytes) pairs with its Content-Encoding undone.

@@ -2,7 +2,9 @@
 
 Test names carry classes and parametrize ids, which may hold any character; the file name
 keeps the readable ones, replaces the rest, and adds a short hash whenever it had to change
-or shorten the name, so two different tests never share a file by accident.
+or shorten the name, so two different tests never share a file by accident. A key in an id
+(`test_x[sk-proj-…]`) becomes a short hash of it (`test_x[REDACTED-1f0c…]`): the file is
+found again in the next run, and its name tells nothing of the key.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import functools
 import hashlib
 import re
 from pathlib import Path
+
+from replay._secret_shapes import hash_shapes
 
 __all__ = ["cassette_file_name", "default_cassette_path", "resolve_cassette_path"]
 
@@ -21,9 +25,10 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._\-\[\]=,+@]")
 
 def cassette_file_name(test_name: str) -> str:
     """A portable file name for the cassette of `test_name` (e.g. `TestA.test_b[x-1]`)."""
-    stem = _UNSAFE.sub("_", test_name).strip(". ") or "cassette"
-    if stem != test_name or len(stem) > _MAX_STEM:
-        digest = hashlib.sha1(test_name.encode()).hexdigest()[:10]
+    shown = hash_shapes(test_name)  # (a name without a key is left as it was, and its file)
+    stem = _UNSAFE.sub("_", shown).strip(". ") or "cassette"
+    if stem != shown or len(stem) > _MAX_STEM:
+        digest = hashlib.sha1(shown.encode()).hexdigest()[:10]
         stem = f"{stem[: _MAX_STEM - 11]}-{digest}"
     return stem + SUFFIX
 

@@ -42,7 +42,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from replay import patch
-from replay.errors import ConfigurationError, NetworkBlockedError, raise_bare
+from replay.errors import (
+    ConfigurationError,
+    NetworkBlockedError,
+    hide_for_replay_errors,
+    raise_bare,
+)
 
 __all__ = [
     "ENV_BLOCK_NETWORK",
@@ -96,6 +101,7 @@ class _Guard:
         self.allowed_hosts = frozenset(h.lower() for h in allowed_hosts)
 
     def _check(self, request: Any) -> None:
+        __tracebackhide__ = hide_for_replay_errors
         url = str(request.url)
         host = urlsplit(url).hostname
         if not is_allowed(host, self.allowed_hosts):
@@ -103,11 +109,13 @@ class _Guard:
 
     def handle(self, request: Any, send: patch.Send) -> Any:
         """Send an allowed request; refuse the rest."""
+        __tracebackhide__ = hide_for_replay_errors
         self._check(request)
         return send(request)
 
     async def ahandle(self, request: Any, send: patch.AsyncSend) -> Any:
         """Send an allowed request; refuse the rest."""
+        __tracebackhide__ = hide_for_replay_errors
         self._check(request)
         return await send(request)
 

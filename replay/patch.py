@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
 from replay._on_import import PatchOnImport
-from replay.errors import AmbiguousSessionError
+from replay.errors import AmbiguousSessionError, hide_for_replay_errors
 
 __all__ = [
     "ADAPTERS",
@@ -239,6 +239,7 @@ async def _send_async(original: Callable[[Any, Any], Any], transport: Any, reque
 
 def _sync_patch(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     def handle_request(self: Any, request: Any) -> Any:
+        __tracebackhide__ = hide_for_replay_errors
         if _sending.get():
             return original(self, request)
         send = _guarded(functools.partial(_send_sync, original, self))
@@ -252,6 +253,7 @@ def _sync_patch(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any
 
 def _async_patch(original: Callable[[Any, Any], Awaitable[Any]]) -> Callable[[Any, Any], Any]:
     async def handle_async_request(self: Any, request: Any) -> Any:
+        __tracebackhide__ = hide_for_replay_errors
         if _sending.get():
             return await original(self, request)
         send = _guarded_async(functools.partial(_send_async, original, self))

@@ -25,6 +25,7 @@ from replay._httpmod import async_stream, error_class, module_of, sync_stream
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
 from replay.engine.player import Played, Player
+from replay.errors import hide_for_replay_errors
 from replay.model import Request, Response, StreamEnd
 from replay.redact import Redactor
 
@@ -281,6 +282,7 @@ class ReplayTransport(_Shell, httpx.BaseTransport):
 
     def handle_request(self, request: Any) -> Any:
         """Answer `request` with the recorded response."""
+        __tracebackhide__ = hide_for_replay_errors
         speed = self.speed
         schedule = None if speed == math.inf else Schedule.starting_now(speed, self.clock)
         request.read()
@@ -293,6 +295,7 @@ class AsyncReplayTransport(_Shell, httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: Any) -> Any:
         """Answer `request` with the recorded response."""
+        __tracebackhide__ = hide_for_replay_errors
         schedule = Schedule.starting_now(self.speed, self.clock)
         await request.aread()
         played = self.player.take(Request.from_httpx(request))

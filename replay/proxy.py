@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +48,7 @@ from replay._asgi import (
     stderr,
 )
 from replay._atomic import check_writable
+from replay._guard import REQUEST_TIMEOUT, check_request_timeout
 from replay._saver import SAVE_INTERVAL, Outbox, Saver
 from replay.clock import Clock, MonotonicClock
 from replay.errors import ConfigurationError
@@ -96,6 +98,18 @@ def _summary(interaction: Interaction) -> str:
     elif response.end.truncated:
         text += ", cut short"
     return text
+
+
+#: Where an error's text begins quoting what the target sent, as h11's "illegal header
+#: line: bytearray(b'...')" does: a header line may hold a credential.
+_QUOTED = re.compile(r"""(?::\s*)?(?:bytearray\()?\bb['"]""")
+
+
+def _reason(error: Exception) -> str:
+    """`error`'s text up to any bytes it quotes from the target's answer."""
+    text = str(error)
+    quoted = _QUOTED.search(text)
+    return text if quoted is None else f"{text[: quoted.start()]} (the line is not shown)"
 
 
 #: The upstream pool's limits: as many connections as there are clients (the default 100
@@ -203,7 +217,7 @@ class ProxyApp:
             upstream = await self.client.send(outgoing, stream=True)
         except httpx.HTTPError as error:
             shown = Redactor().url(str(outgoing.url))  # a query may carry an API key
-            message = f"{outgoing.method} {shown}: {type(error).__name__}: {error}"
+            message = f"{outgoing.method} {shown}: {type(error).__name__}: {_reason(error)}"
             self.log(f"not forwarded: {message}")
             await send_json(send, 502, {"error": {"type": "replay_proxy", "message": message}})
             return
@@ -239,6 +253,7 @@ def proxy(
     port: int = 8080,
     log: Log = stderr,
     save_interval: float = SAVE_INTERVAL,
+    request_timeout: float = REQUEST_TIMEOUT,
 ) -> None:
     """Run a recording reverse proxy to `target` on 127.0.0.1 until SIGINT or SIGTERM.
 
@@ -249,14 +264,18 @@ def proxy(
         log: receives the start line and one line per interaction (default: stderr).
         save_interval: the most seconds a finished interaction waits to be saved while
             others keep finishing (they are saved together); at exit all are saved.
+        request_timeout: seconds a client has to send a whole request; then its
+            connection is closed (see `replay._guard`).
 
     Raises:
-        ConfigurationError: a bad target or port, or uvicorn is not installed.
+        ConfigurationError: a bad target, port or request timeout, or uvicorn is not
+            installed.
         CassetteFormatError: `out` exists and is not a cassette (it is left alone).
         CassetteWriteError: `out` is read-only, or the last save failed.
         OSError: the port is taken.
     """
     require_uvicorn()
+    timeout = check_request_timeout(request_timeout)
     out = Path(out)
     if out.exists():
         load_interactions(out)  # never overwrite a file that is not a cassette
@@ -265,7 +284,7 @@ def proxy(
     with listen(port) as sock, _long_lived():
         address = f"http://127.0.0.1:{sock.getsockname()[1]}"
         try:
-            run(app, sock, log, f"proxying {address} -> {app.target}, recording to {out}")
+            run(app, sock, log, f"proxying {address} -> {app.target}, recording to {out}", timeout)
         finally:
             app.close()
 

@@ -15,6 +15,7 @@ measures.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -42,9 +43,10 @@ from replay._asgi import (
     send_json,
     stderr,
 )
+from replay._guard import REQUEST_TIMEOUT, check_request_timeout
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
-from replay.engine import Data, End, Head, Player, Stepper, step_async
+from replay.engine import Data, End, Head, Played, Player, Stepper, step_async
 from replay.errors import ALREADY_PLAYED, CassetteMismatchError
 from replay.faults import FaultLike, coerce
 from replay.model import Request, Response
@@ -57,14 +59,56 @@ __all__ = ["SERVE_MATCH_ON", "ReplayApp", "serve"]
 SERVE_MATCH_ON: tuple[str, ...] = ("method", "path", "query", "body")
 
 
+#: A header name HTTP/1.1 can carry (RFC 9110 5.1: a token).
+_NAME = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+#: A header value it can carry once trimmed (RFC 9110 5.5): visible or latin-1 characters,
+#: spaces and tabs between them; never CR or LF, which would end it (and could begin a
+#: header, or a response, of the recording's choosing), nor another control character.
+_VALUE = re.compile(r"(?:[\x21-\x7e\x80-\xff]+(?:[ \t]+[\x21-\x7e\x80-\xff]+)*)?")
+#: What `_VALUE` trims off a recorded value first: spaces around it are not part of it.
+_SPACES = " \t"
+
+
+def _unservable(response: Response) -> str | None:
+    """What in `response`'s head HTTP/1.1 cannot carry, or None: a recording made by a client
+    is always servable, but a file may say anything. (Values are never quoted: a header
+    value may be a credential.)"""
+    if response.status < 200:
+        return f"its recorded status {response.status} is interim (1xx): it ends no response"
+    for name, value in response.headers:
+        if not _NAME.fullmatch(name):
+            return f"its recorded header name {_shown(name)} is not a valid HTTP header name"
+        if not _VALUE.fullmatch(value.strip(_SPACES)):
+            return (
+                f"its recorded header {_shown(name)} has a value holding CR, LF or another "
+                "control character, which HTTP cannot carry"
+            )
+    return None
+
+
+def _shown(name: str, limit: int = 40) -> str:
+    return repr(name if len(name) <= limit else name[:limit] + "…")
+
+
 def _replayed_headers(response: Response) -> list[tuple[bytes, bytes]]:
-    """The recorded headers to send again: no hop-by-hop ones, and a Content-Length only
-    when it states exactly the recorded body of a response that ended cleanly."""
-    length = response.header("content-length")
+    """The recorded headers to send again, trimmed (`_unservable` passed them): no
+    hop-by-hop ones, and a Content-Length only when each one states exactly the recorded
+    body of a response that ended cleanly."""
+    headers = [(name, value.strip(_SPACES)) for name, value in response.headers]
+    lengths = {value for name, value in headers if name.lower() == "content-length"}
     whole = response.end.is_clean and not response.end.truncated
-    if whole and length is not None and length.strip() == str(len(response.body)):
-        return passed_on(response.headers)
-    return passed_on(response.headers, also_drop=("content-length",))
+    if whole and lengths == {str(len(response.body))}:
+        return passed_on(headers)
+    return passed_on(headers, also_drop=("content-length",))
+
+
+def _bodiless(method: str, status: int) -> str | None:
+    """Why a response to `method` with `status` has no body (RFC 9110 6.4.1), or None."""
+    if method.upper() == "HEAD":
+        return "a response to HEAD has none"
+    if status in (204, 304):
+        return f"a {status} response has none"
+    return None
 
 
 def _served_mismatch(mismatch: CassetteMismatchError) -> str:
@@ -149,6 +193,20 @@ class ReplayApp:
             headers=decoded(scope["headers"]),
             body=body,
         )
+        played = await self._take(request, send)
+        if played is None:
+            return
+        stepper = Stepper(played.response, schedule)
+        bodiless = _bodiless(request.method, played.response.status) is not None
+        async with anyio.create_task_group() as group:
+            with self.in_flight.tracking(group.cancel_scope):
+                group.start_soon(cancel_on_disconnect, receive, group.cancel_scope)
+                await self._play(stepper, send, bodiless)
+                group.cancel_scope.cancel()
+
+    async def _take(self, request: Request, send: Send) -> Played | None:
+        """What answers `request`, logged; None when it was answered already: by a 404 when
+        nothing matches, by a 502 when the recorded answer is not one HTTP can carry."""
         try:
             played = self.player.take(request)
         except CassetteMismatchError as mismatch:
@@ -156,21 +214,25 @@ class ReplayApp:
             self.log("404: " + message.replace("\n", "\n  "))
             error = {"type": "replay_mismatch", "message": message}
             await send_json(send, 404, {"error": error})
-            return
+            return None
         response = played.response
         shown = _path_of(self.player.redactor.url(request.url))  # a query may carry a key
-        self.log(
-            f"{request.method} {shown}: interaction {played.index}, "
-            f"{response.status}, {count(response.chunks, 'chunk')}"
-        )
-        stepper = Stepper(response, schedule)
-        async with anyio.create_task_group() as group:
-            with self.in_flight.tracking(group.cancel_scope):
-                group.start_soon(cancel_on_disconnect, receive, group.cancel_scope)
-                await self._play(stepper, send)
-                group.cancel_scope.cancel()
+        problem = _unservable(response)
+        if problem is not None:
+            message = f"interaction {played.index} cannot be served: {problem}"
+            self.log(f"502: {request.method} {shown}: {message}")
+            error = {"type": "replay_cassette", "message": message}
+            await send_json(send, 502, {"error": error})
+            return None
+        line = f"{request.method} {shown}: interaction {played.index}, {response.status}, "
+        line += count(response.chunks, "chunk")
+        unsent = _bodiless(request.method, response.status)
+        if unsent is not None and response.body:
+            line += f"; its recorded body ({count(response.body, 'byte')}) is not sent: {unsent}"
+        self.log(line)
+        return played
 
-    async def _play(self, stepper: Stepper, send: Send) -> None:
+    async def _play(self, stepper: Stepper, send: Send, bodiless: bool) -> None:
         while True:
             step = await step_async(stepper, self.clock)
             if isinstance(step, Head):
@@ -179,6 +241,8 @@ class ReplayApp:
                 start = {"type": "http.response.start", "status": response.status}
                 await send({**start, "headers": headers})
             elif isinstance(step, Data):
+                if bodiless:  # HTTP frames none: a byte sent would be the next answer's
+                    continue
                 await send({"type": "http.response.body", "body": step.data, "more_body": True})
             elif isinstance(step, End):
                 if step.error is None:
@@ -198,6 +262,7 @@ def serve(
     faults: Iterable[FaultLike] = (),
     allow_hosts: Iterable[str] = (),
     log: Log = stderr,
+    request_timeout: float = REQUEST_TIMEOUT,
 ) -> None:
     """Serve a cassette over HTTP on 127.0.0.1 until SIGINT or SIGTERM.
 
@@ -209,15 +274,20 @@ def serve(
         faults: faults (or specs such as "cut(after_events=3)") applied to what is served.
         allow_hosts: `Host` names served besides the loopback ones.
         log: receives the start line and one line per request (default: stderr).
+        request_timeout: seconds a client has to send a whole request; then its
+            connection is closed (see `replay._guard`).
 
     Raises:
-        ConfigurationError: a bad speed, port or fault, or uvicorn is not installed.
+        ConfigurationError: a bad speed, port, fault or request timeout, or uvicorn is not
+            installed.
         CassetteFormatError, OSError: the cassette cannot be read, or the port is taken.
     """
     require_uvicorn()
     factor = parse_speed(speed)
     chosen = coerce(faults)
+    timeout = check_request_timeout(request_timeout)
     cassette = Cassette.load(cassette_path, match_on=SERVE_MATCH_ON, allow_playback_repeats=repeat)
     app = ReplayApp(cassette, speed=factor, faults=chosen, allow_hosts=allow_hosts, log=log)
     with listen(port) as sock:
-        run(app, sock, log, f"serving {cassette_path} on http://127.0.0.1:{sock.getsockname()[1]}")
+        address = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        run(app, sock, log, f"serving {cassette_path} on {address}", timeout)

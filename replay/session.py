@@ -41,7 +41,12 @@ from replay.adapters import httpx as _httpx
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, seconds
 from replay.engine.player import Played, Player
-from replay.errors import CassetteMismatchError, ConfigurationError
+from replay.errors import (
+    CassetteMismatchError,
+    ConfigurationError,
+    hide_for_replay_errors,
+    raise_bare,
+)
 from replay.matching import DEFAULT_MATCH_ON, MatchIndex, MatchOn
 from replay.model import Interaction, Request
 from replay.modes import (
@@ -356,11 +361,12 @@ class CassetteSession:
         Raises:
             CassetteMismatchError: nothing replays it and the record mode does not record.
         """
+        __tracebackhide__ = hide_for_replay_errors
         if not self._may_replay:  # record mode "all", or "once" without a file
             return None
         player = self._player
         if player is None:  # the session ended while this request was on its way
-            raise ConfigurationError(f"cassette {str(self.path)!r} is no longer in use")
+            raise_bare(ConfigurationError(f"cassette {str(self.path)!r} is no longer in use"))
         if self._may_record:
             return player.find(request)
         reason = why_not_recorded(self.record_mode)
@@ -393,10 +399,12 @@ class CassetteSession:
 
     def handle(self, request: Any, send: patch.Send) -> Any:
         """Replay, record or refuse a sync httpx / httpx2 request (see the record modes)."""
+        __tracebackhide__ = hide_for_replay_errors
         return _httpx.handle(self, request, send)
 
     async def ahandle(self, request: Any, send: patch.AsyncSend) -> Any:
         """Replay, record or refuse an async httpx / httpx2 request (see the record modes)."""
+        __tracebackhide__ = hide_for_replay_errors
         return await _httpx.ahandle(self, request, send)
 
 

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.lib.streaming.chat import ChatCompletionStreamState
+from sdk_errors import raises_through_anthropic
 
 import replay
 from replay import _streams
@@ -959,7 +960,7 @@ def test_anthropic_raises_the_in_band_error() -> None:
 
 
 def test_anthropic_lets_the_transport_error_of_a_cut_stream_through() -> None:
-    # Unlike openai, the anthropic SDK does not wrap it in APIConnectionError.
+    # anthropic 0.x lets it through; 2.x wraps it in APIConnectionError, as openai does.
     interaction = anthropic.stream(TEXT, failure="cut")
-    with pytest.raises(httpx2.RemoteProtocolError):
+    with raises_through_anthropic(httpx2.RemoteProtocolError):
         list(anthropic_client(interaction).messages.create(**body(interaction)))

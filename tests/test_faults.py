@@ -18,6 +18,7 @@ import httpx
 import httpx2
 import openai
 import pytest
+from sdk_errors import raises_through_anthropic
 
 import replay
 from replay import Chunk, Response, VirtualClock, faults
@@ -587,7 +588,10 @@ def test_anthropic_yields_the_events_before_a_cut_then_raises_the_transport_erro
 ) -> None:
     url, _, path = sdk_cassettes
     seen: list[Any] = []
-    with replaying(path, faults.cut(after_events=5)), pytest.raises(httpx2.RemoteProtocolError):
+    with (
+        replaying(path, faults.cut(after_events=5)),
+        raises_through_anthropic(httpx2.RemoteProtocolError),
+    ):
         anthropic_run(url, seen)
 
     # message_start, content_block_start, ping (which the SDK does not pass on), two deltas
@@ -621,7 +625,10 @@ def test_openai_times_out_on_a_stall_longer_than_its_read_timeout(
 
 def test_anthropic_times_out_on_a_stall(sdk_cassettes: tuple[str, Path, Path]) -> None:
     url, _, path = sdk_cassettes
-    with replaying(path, "stall(after_events=4, seconds=60)"), pytest.raises(httpx2.ReadTimeout):
+    with (
+        replaying(path, "stall(after_events=4, seconds=60)"),
+        raises_through_anthropic(httpx2.ReadTimeout),
+    ):
         anthropic_run(url, timeout=5.0)
 
 
@@ -650,7 +657,10 @@ def test_anthropic_cut_on_a_synthetic_stream_keeps_the_partial_text() -> None:
     text: list[str] = []
     body.pop("stream")
 
-    with pytest.raises(httpx2.RemoteProtocolError), client.messages.stream(**body) as stream:
+    with (
+        raises_through_anthropic(httpx2.RemoteProtocolError),
+        client.messages.stream(**body) as stream,
+    ):
         text.extend(stream.text_stream)
 
     # message_start, content_block_start, ping, then three deltas

@@ -133,6 +133,21 @@ def test_json_bodies_compare_as_json(
                 send(http, body, headers=headers)
 
 
+#: A JSON array nested 100,000 deep: far past what `json.loads` and the encoder recurse.
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_a_body_nested_past_any_parser_compares_as_bytes() -> None:
+    cassette = replay.Cassette([interaction(DEEP, b"deep"), interaction(RECORDED_JSON, b"flat")])
+
+    with client(cassette) as http:
+        assert send(http, DEEP) == b"deep"  # the same bytes: the same request
+        with pytest.raises(replay.CassetteMismatchError) as raised:
+            send(http, "[" + DEEP + "]")  # not a RecursionError from parsing either side
+
+    assert [name for name, _ in raised.value.differences] == ["body"]
+
+
 # --- play order and repeats -------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ import pytest
 
 import replay
 from replay._origin import Origin, Script
+from replay._pytest_run import _selector
 from replay._streams import responses_hello
 
 pytest_plugins = ["pytester"]
@@ -182,6 +183,62 @@ def test_default_path_includes_class_and_parametrize_ids(
     assert "TestGroup.test_it[plain].msgpack" in names
     assert len(names) == 3
     assert all(len(name) <= 140 and "/" not in name for name in names)
+
+
+#: A key as a parametrize id: every five characters of it hold a letter past `f`, so that no
+#: part of it can be found by chance in a hex digest.
+ID_KEY = "sk-proj-QwErTyUiOpAsDfGhJkLzXcVbNm"
+
+
+def test_a_key_in_a_parametrize_id_is_hashed_in_file_name_and_summary(
+    pytester: pytest.Pytester, fast_origin: Origin
+) -> None:
+    body = f"""
+    import os
+
+    @pytest.mark.use_cassette
+    @pytest.mark.parametrize("key", [{ID_KEY!r}, "plain"])
+    def test_key(key):
+        httpx.post(ORIGIN + "/echo", content=b"one")
+        if not os.environ.get("ONLY_ONE"):
+            httpx.post(ORIGIN + "/echo", content=b"two")
+    """
+    write_test(pytester, fast_origin.url, body)
+    first = run(pytester)
+    first.assert_outcomes(passed=2)
+    names = sorted(p.name for p in (pytester.path / "cassettes" / "test_llm").iterdir())
+    assert len(names) == 2
+    assert "test_key[plain].msgpack" in names
+    # The second run plays the first's files (one interaction of each left, to be listed
+    # with the tests that used it).
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ONLY_ONE", "1")
+        again = run(pytester, "--record-mode=none", "--strict-cassettes")
+    again.assert_outcomes(passed=2)
+    again.stdout.fnmatch_lines(
+        [
+            "cassettes used: 2; interactions replayed: 2, recorded: 0",
+            "*test_key?REDACTED-*?.msgpack has 1 interaction(s) no test played*"
+            "used by test_llm.py::test_key?REDACTED-*?",
+        ]
+    )
+    shown = [*names, first.stdout.str(), again.stdout.str()]
+    parts = {ID_KEY[i : i + 5] for i in range(len(ID_KEY) - 4)}
+    assert [part for part in parts if any(part in text for text in shown)] == []
+    assert sorted(p.name for p in (pytester.path / "cassettes" / "test_llm").iterdir()) == names
+
+
+@pytest.mark.parametrize(
+    ("nodeid", "selector"),
+    [
+        (f"t/test_x.py::TestA::test_b[{ID_KEY}-1]", "t/test_x.py::TestA::test_b"),
+        ("t/test_x.py::test_b[plain-1]", "t/test_x.py::test_b[plain-1]"),
+    ],
+)
+def test_the_record_command_of_a_keyed_test_selects_its_function(
+    nodeid: str, selector: str
+) -> None:
+    assert _selector(nodeid) == selector
 
 
 @pytest.mark.parametrize("how", ["option", "ini"])

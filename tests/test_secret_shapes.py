@@ -305,3 +305,13 @@ def test_a_key_across_the_blocks_of_a_long_body_is_found() -> None:
     block = b" " * _secret_shapes._BLOCK
     assert _secret_shapes.chunks_hold_key([block, key])
     assert not _secret_shapes.chunks_hold_key([block, key], limit=len(block))
+
+
+def test_hash_shapes_puts_a_short_hash_in_place_of_each_key() -> None:
+    one, two = "sk-proj-QwErTyUiOpAsDfGhJkLzXcVbNm", "sk-proj-MnBvCxZlKjHgFdSaPoIuYtReWq"
+    hashed = _secret_shapes.hash_shapes(f"test_x[{one}-gpt]")
+    assert re.fullmatch(r"test_x\[REDACTED-[0-9a-f]{10}\]", hashed)  # (the id is one key)
+    assert _secret_shapes.hash_shapes(f"test_x[{one}-gpt]") == hashed  # (sha256: every run)
+    assert _secret_shapes.hash_shapes(f"test_x[{two}-gpt]") != hashed
+    plain = "test_x[gpt-4o-mini]"
+    assert _secret_shapes.hash_shapes(plain) is plain

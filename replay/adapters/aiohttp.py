@@ -46,6 +46,7 @@ from yarl import URL
 from replay import engine, patch
 from replay._decoding import Inflater
 from replay.clock import Clock
+from replay.errors import hide_for_replay_errors
 from replay.model import Request, Response
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ def patches() -> list[tuple[type, str, Any]]:
     async def _request(
         self: aiohttp.ClientSession, method: str, str_or_url: Any, **kwargs: Any
     ) -> aiohttp.ClientResponse:
+        __tracebackhide__ = hide_for_replay_errors
         session = patch.routed()
         if session is None:
             return await original(self, method, str_or_url, **kwargs)
@@ -97,6 +99,7 @@ async def _handle(
     kwargs: dict[str, Any],
 ) -> aiohttp.ClientResponse:
     """Replay, record or refuse one request of `client` for `session`."""
+    __tracebackhide__ = hide_for_replay_errors
     schedule = session.schedule()
     try:
         request = _request_of(client, method, target, kwargs)

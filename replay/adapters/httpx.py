@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from replay.errors import hide_for_replay_errors
 from replay.model import Request
 from replay.playback import play_async, play_sync
 
@@ -22,6 +23,7 @@ __all__ = ["ahandle", "handle"]
 
 def handle(session: CassetteSession, request: Any, send: Send) -> Any:
     """Replay, record or refuse a sync httpx / httpx2 request for `session`."""
+    __tracebackhide__ = hide_for_replay_errors
     if session.ignores(request.url):
         return send(request)
     schedule = session.schedule()
@@ -36,6 +38,7 @@ def handle(session: CassetteSession, request: Any, send: Send) -> Any:
 
 async def ahandle(session: CassetteSession, request: Any, send: AsyncSend) -> Any:
     """Async twin of `handle`."""
+    __tracebackhide__ = hide_for_replay_errors
     if session.ignores(request.url):
         return await send(request)
     schedule = session.schedule()

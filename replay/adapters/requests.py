@@ -31,6 +31,7 @@ from replay import patch
 from replay._decoding import Inflater
 from replay._reader import END, Failed, ThreadReader
 from replay.engine import Data, End, Stepper, read_timeouts, step_sync
+from replay.errors import hide_for_replay_errors
 from replay.model import Request
 
 __all__ = ["patches"]
@@ -52,6 +53,7 @@ def patches() -> list[tuple[type, str, Any]]:
     def send(
         self: Any, request: Any, stream: bool = False, timeout: Any = None, *args: Any, **kw: Any
     ) -> Any:
+        __tracebackhide__ = hide_for_replay_errors
         session = patch.routed()
         if session is None or session.ignores(request.url or ""):
             return original(self, request, stream, timeout, *args, **kw)

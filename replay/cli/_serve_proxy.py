@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from replay._guard import REQUEST_TIMEOUT
 from replay.cli._args import Command, Verbs, add_fault_option, verb
 
 __all__ = ["COMMANDS", "add_verbs"]
@@ -33,6 +34,7 @@ def add_verbs(verbs: Verbs) -> None:
         help="a Host name to answer besides 127.0.0.1, localhost and [::1] (repeatable)",
     )
     add_fault_option(serve)
+    _add_timeout_option(serve)
 
     proxy = verb(
         verbs,
@@ -55,6 +57,18 @@ def add_verbs(verbs: Verbs) -> None:
         help="while interactions keep finishing, save them together at most this often "
         "(default 0.5; a crash loses at most the last interval)",
     )
+    _add_timeout_option(proxy)
+
+
+def _add_timeout_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=REQUEST_TIMEOUT,
+        metavar="SECONDS",
+        help="close a connection whose request is not sent whole within this time "
+        f"(default {REQUEST_TIMEOUT:g})",
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -67,6 +81,7 @@ def _serve(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         faults=args.faults,
         allow_hosts=args.allow_hosts,
+        request_timeout=args.request_timeout,
     )
     return 0
 
@@ -74,7 +89,13 @@ def _serve(args: argparse.Namespace) -> int:
 def _proxy(args: argparse.Namespace) -> int:
     from replay.proxy import proxy
 
-    proxy(args.target, args.out, port=args.port, save_interval=args.save_interval)
+    proxy(
+        args.target,
+        args.out,
+        port=args.port,
+        save_interval=args.save_interval,
+        request_timeout=args.request_timeout,
+    )
     return 0
 
 

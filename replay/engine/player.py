@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from replay.cassette import Cassette
-from replay.errors import Advice, CassetteMismatchError, raise_bare
+from replay.errors import Advice, CassetteMismatchError, hide_for_replay_errors, raise_bare
 from replay.model import Request, Response
 from replay.redact import Redactor
 
@@ -118,6 +118,7 @@ class Player:
         Raises:
             CassetteMismatchError: nothing answers it.
         """
+        __tracebackhide__ = hide_for_replay_errors
         played = self.find(request)
         if played is None:
             raise_bare(self.mismatch(self.redactor.request(request), reason))  # not `request`
