@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any, cast
 
 from replay.errors import CassetteFormatError
-from replay.model import STOPPERS, Chunk, Interaction, Request, Response, StreamEnd
+from replay.model import (
+    STOPPERS,
+    Chunk,
+    Interaction,
+    Request,
+    Response,
+    StreamEnd,
+    time_problem,
+)
 
 __all__ = [
     "JSON_FORMAT_NAME",
@@ -121,6 +129,15 @@ def _get(doc: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
     return value
 
 
+def _time(doc: Any, key: str, where: str) -> float:
+    """Field `key` of `doc`, a recorded time: a number from 0 to `model.MAX_SECONDS`."""
+    value: float = _get(doc, key, (int, float), where)
+    problem = time_problem(value)
+    if problem is not None:
+        raise _Bad(f"{where}.{key}: {problem}")
+    return value
+
+
 def _kind_name(kind: type | tuple[type, ...]) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
     return " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
@@ -168,10 +185,10 @@ def _json_response(item: dict[str, Any], where: str) -> Response:
     where = f"{where}.response"
     status = _get(item, "status", int, where)
     headers = _json_headers(item, where)
-    headers_at = _get(item, "headers_at", (int, float), where)
+    headers_at = _time(item, "headers_at", where)
     chunks = []
     for i, chunk in enumerate(_get(item, "chunks", list, where)):
-        at = _get(chunk, "at", (int, float), f"{where}.chunks[{i}]")
+        at = _time(chunk, "at", f"{where}.chunks[{i}]")
         chunks.append(Chunk(at, _unspelled(chunk, "data", f"{where}.chunks[{i}]")))
     end = _get(item, "end", dict, where)
     return Response(
@@ -180,7 +197,7 @@ def _json_response(item: dict[str, Any], where: str) -> Response:
         headers_at=headers_at,
         chunks=chunks,
         end=StreamEnd(
-            at=_get(end, "at", (int, float), f"{where}.end"),
+            at=_time(end, "at", f"{where}.end"),
             error=_get(end, "error", (str, type(None)), f"{where}.end"),
             message=_get(end, "message", str, f"{where}.end"),
             truncated=_get(end, "truncated", bool, f"{where}.end"),

@@ -9,11 +9,11 @@ values by the type they have in the file).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from replay._walk import LoadError, Skipped
 from replay.model import (
+    MAX_SECONDS,
     STOPPERS,
     Chunks,
     Headers,
@@ -24,6 +24,8 @@ from replay.model import (
     _end_of,
     _interaction_of,
     _request_of,
+    first_bad_time,
+    time_problem,
 )
 
 __all__ = ["Floats", "expect", "interaction_of", "quick", "shown"]
@@ -109,10 +111,11 @@ def quick(value: object) -> Interaction | None:
         and (stopped_by is None) != truncated
         and type(payloads) in _LIST
         and (type(times) in _LIST or type(times) is Floats)
-        # What the validators refuse (a NaN fails every comparison):
+        # What the validators refuse (a NaN fails every comparison); the chunks lie between
+        # the two times, so they are bounded too:
         and 100 <= status <= 599
-        and 0 <= headers_at < _INFINITY
-        and 0 <= at < _INFINITY
+        and 0 <= headers_at <= MAX_SECONDS
+        and 0 <= at <= MAX_SECONDS
     ):
         return None
     request_headers = _pairs(request.get("headers"))
@@ -143,7 +146,6 @@ def quick(value: object) -> Interaction | None:
 
 _NUMBER = (int, float)
 _LIST = (list, tuple)  # `unpackb` builds lists, the walker tuples
-_INFINITY = math.inf
 
 
 def _pairs(value: object) -> Headers | None:
@@ -212,7 +214,7 @@ def _response(value: dict[Any, Any], where: str) -> Response:
     return Response(
         status=_field(value, "status", int, where),
         headers=_headers(_field(value, "headers", list, where), f"{where}.headers"),
-        headers_at=_field(value, "headers_at", (int, float), where),
+        headers_at=_time(value, "headers_at", where),
         chunks=_chunks(_field(value, "chunks", dict, where), f"{where}.chunks"),
         end=_end(_field(value, "end", dict, where), f"{where}.end"),
     )
@@ -231,7 +233,12 @@ def _chunks(value: dict[Any, Any], where: str) -> Chunks:
         if type(floats) is Floats:  # `times` is its tuple, `payloads` the walker's tuple
             return Chunks._of_floats(times, tuple(payloads))
         return Chunks(times, payloads)
-    except (TypeError, ValueError) as exc:
+    except TypeError as exc:
+        raise LoadError(f"{where}: {exc}") from exc
+    except ValueError as exc:  # every time a number: a time out of bounds, or out of order
+        index, problem = first_bad_time(times)
+        if problem is not None:
+            raise LoadError(f"{where}[{index}].at: {problem}") from exc
         raise LoadError(f"{where}: {exc}") from exc
 
 
@@ -245,12 +252,25 @@ def _end(value: dict[Any, Any], where: str) -> StreamEnd:
             f"{where}: stopped_by {shown(stopped_by)} does not fit truncated={truncated}"
         )
     return StreamEnd(
-        at=_field(value, "at", (int, float), where),
+        at=_time(value, "at", where),
         error=error,
         message=_field(value, "message", str, where),
         truncated=truncated,
         stopped_by=stopped_by,
     )
+
+
+def _time(mapping: dict[Any, Any], name: str, where: str) -> float:
+    """Field `name` of `mapping`, a recorded time: a number from 0 to `MAX_SECONDS`.
+
+    Raises:
+        LoadError: it is missing, no number, or out of bounds, naming the field.
+    """
+    value: float = _field(mapping, name, (int, float), where)
+    problem = time_problem(value)
+    if problem is not None:
+        raise LoadError(f"{where}.{name}: {problem}")
+    return value
 
 
 def shown(value: object) -> str:

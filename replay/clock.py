@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INSTANT",
+    "MIN_SPEED",
     "Clock",
     "MonotonicClock",
     "Schedule",
@@ -32,6 +33,11 @@ __all__ = [
 
 #: The speed of "no waiting at all".
 INSTANT = math.inf
+
+#: The slowest speed: a thousand times slower than recorded. A recorded time is at most
+#: a week (`replay.model.MAX_SECONDS`), so no wait is longer than some 19 years: far below
+#: what `time.sleep` takes (some 292 years), where `1e-300` would overflow every wait.
+MIN_SPEED = 0.001
 
 SpeedLike = float | int | str
 
@@ -61,6 +67,11 @@ def parse_speed(value: SpeedLike) -> float:
         raise ConfigurationError(f"speed must be a number or 'instant', not {value!r}")
     if not number > 0:  # also rejects NaN
         raise ConfigurationError(f"speed must be positive (1 = as recorded), not {value!r}")
+    if number < MIN_SPEED:
+        raise ConfigurationError(
+            f"speed {value!r} is too slow: a speed is from {MIN_SPEED:g} (a thousand times "
+            "slower than recorded) up, or 'instant'"
+        )
     return number
 
 
@@ -132,8 +143,8 @@ class Schedule(Frozen):
     speed: float
 
     def __init__(self, start: float, speed: float) -> None:
-        if not speed > 0.0:  # (NaN too)
-            raise ValueError(f"'speed' must be > 0.0: {speed!r}")
+        if not speed >= MIN_SPEED:  # (NaN too): slower, a wait could overflow
+            raise ValueError(f"'speed' must be >= {MIN_SPEED:g}: {speed!r}")
         object.__setattr__(self, "start", start)
         object.__setattr__(self, "speed", speed)
 

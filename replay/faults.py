@@ -56,7 +56,7 @@ from replay._fault_types import (
     positive,
 )
 from replay.errors import ConfigurationError
-from replay.model import Request, Response
+from replay.model import MAX_SECONDS, Request, Response
 
 __all__ = [
     "Cut",
@@ -124,7 +124,7 @@ def stall(
     count(after_events, "after_events")
     return Stall(
         after_events=after_events,
-        seconds=positive(seconds, "seconds"),
+        seconds=_bounded(positive(seconds, "seconds"), "seconds", MAX_SECONDS),
         **_target(index, where),
     )
 
@@ -192,9 +192,18 @@ def jitter(
     ms: float, *, seed: int = 0, index: int | None = None, where: Predicate | None = None
 ) -> Jitter:
     """Move each chunk by a random time within ±`ms` milliseconds, drawn from `seed`."""
-    return Jitter(
-        ms=positive(ms, "ms", allow_zero=True), seed=count(seed, "seed"), **_target(index, where)
-    )
+    ms = _bounded(positive(ms, "ms", allow_zero=True), "ms", MAX_SECONDS * 1000)
+    return Jitter(ms=ms, seed=count(seed, "seed"), **_target(index, where))
+
+
+def _bounded(value: float, name: str, most: float) -> float:
+    """`value`, unless it is past `most` (a week: what a recorded time may reach)."""
+    if value > most:
+        raise ConfigurationError(
+            f"{name} must be at most {most:g} (one week: the longest a recorded time may "
+            f"be), not {value!r}"
+        )
+    return value
 
 
 _FACTORIES: dict[str, Callable[..., Fault]] = {
@@ -313,5 +322,8 @@ class Injector:
                 self._injected[n] += 1
         outcome = Outcome(response=response)
         for _, fault in applied:
-            outcome = fault.transform(outcome, attempt)
+            try:
+                outcome = fault.transform(outcome, attempt)
+            except ValueError as exc:  # the model's: a time moved past `MAX_SECONDS`
+                raise ConfigurationError(f"fault {fault!r} on interaction {index}: {exc}") from None
         return outcome

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from replay._timed_event import TimedEvent
 
 __all__ = [
+    "MAX_SECONDS",
     "Chunk",
     "Chunks",
     "Interaction",
@@ -67,13 +68,27 @@ def _kind(value: object) -> str:
     return type(value).__name__
 
 
+#: The latest a recorded time may be: one week after the request was sent, far past any real
+#: recording. Every time a cassette holds is bounded so, in the file and in code alike: a
+#: crafted file's `1e300` would otherwise overflow each wait and each axis drawn from it.
+MAX_SECONDS = 7 * 24 * 3600.0
+
+
+def time_problem(value: float) -> str | None:
+    """What is wrong with the number `value` as a recorded time; None if nothing."""
+    if 0 <= value <= MAX_SECONDS:
+        return None
+    shown = repr(value) if len(repr(value)) <= 24 else f"a number of {len(repr(value))} digits"
+    if 0 <= value < math.inf:
+        return f"must be at most {MAX_SECONDS:g} s (one week: past any real recording), not {shown}"
+    return f"must be a finite, non-negative number of seconds, not {shown}"  # NaN too
+
+
 def _seconds(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{attribute.name} must be a number of seconds, not {value!r}")
-    if not 0 <= value < math.inf:  # also rejects NaN
-        raise ValueError(
-            f"{attribute.name} must be a finite, non-negative number of seconds, not {value!r}"
-        )
+    if not 0 <= value <= MAX_SECONDS:  # also rejects NaN
+        raise ValueError(f"{attribute.name} {time_problem(value)}")
 
 
 class _HttpxRequest(Protocol):
@@ -380,27 +395,45 @@ class Chunks(Sequence[Chunk]):
 
 
 def _check_times(times: tuple[float, ...], *, floats: bool = False) -> None:
-    """Raise unless `times` are numbers with 0 <= t0 <= t1 <= ... < inf.
+    """Raise unless `times` are numbers with 0 <= t0 <= t1 <= ... <= `MAX_SECONDS`.
 
     C-level passes only: sorting a column already in order finds one run; the first time
-    bounds them all below; a finite sum rules out NaN and infinity (a sum that overflows
+    bounds them all below, the last above; a finite sum rules out NaN (a sum that overflows
     only sends a good column down the slow path). Only a failure walks the column, to name
     the chunk at fault. Messages may show times, never payloads.
     """
     if not floats and not set(map(type, times)) <= {float, int}:  # bool (an int) is refused
         index = next(i for i, t in enumerate(times) if type(t) not in (float, int))
         raise TypeError(f"chunk {index}: at must be a number of seconds, not {_kind(times[index])}")
-    if tuple(sorted(times)) == times and times[0] >= 0 and sum(times) < math.inf:
+    if (
+        tuple(sorted(times)) == times
+        and times[0] >= 0
+        and times[-1] <= MAX_SECONDS
+        and sum(times) < math.inf
+    ):
         return
+    index, problem = first_bad_time(times)
+    if problem is not None:
+        raise ValueError(f"chunk {index}: at {problem}")
+    raise ValueError(
+        f"chunk {index} arrives at {times[index]} s, before chunk {index - 1} "
+        f"({times[index - 1]} s)"
+    )
+
+
+def first_bad_time(times: Sequence[float]) -> tuple[int, str | None]:
+    """The first chunk of the numbers `times` that a column cannot hold, and what is wrong
+    with its time (`time_problem`), or None: it comes before the time ahead of it.
+
+    On the way to an error only: some chunk must be at fault.
+    """
     for index, at in enumerate(times):
-        if not 0 <= at < math.inf:  # also NaN
-            raise ValueError(
-                f"chunk {index}: at must be a finite, non-negative number of seconds, not {at!r}"
-            )
+        problem = time_problem(at)
+        if problem is not None:
+            return index, problem
         if index and at < times[index - 1]:
-            raise ValueError(
-                f"chunk {index} arrives at {at} s, before chunk {index - 1} ({times[index - 1]} s)"
-            )
+            return index, None
+    raise AssertionError("no chunk time is at fault")  # pragma: no cover
 
 
 def _to_chunks(chunks: Iterable[Chunk]) -> Chunks:

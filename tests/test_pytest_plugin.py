@@ -667,6 +667,11 @@ def test_a_chosen_speed_wins_and_the_runs_speed_reaches_the_library_form(
             id="ini-record-mode",
         ),
         pytest.param(("-o", "replay_speed=slow"), "*replay_speed: *'slow'*", id="ini-speed"),
+        pytest.param(
+            ("--replay-speed=1e-300",),
+            "*--replay-speed: speed '1e-300' is too slow: a speed is from 0.001 *",
+            id="command-line-speed-too-slow",
+        ),
     ],
 )
 def test_bad_settings_are_a_usage_error_at_start_up(

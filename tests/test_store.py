@@ -415,13 +415,13 @@ CORRUPTIONS: dict[str, tuple[tuple[Any, ...], Any, tuple[str, ...]]] = {
     "headers_at negative": (
         ("interactions", 0, "response", "headers_at"),
         -0.5,
-        ("headers_at must be a finite, non-negative number",),
+        ("response.headers_at: must be a finite, non-negative number",),
     ),
     "headers_at NaN": (("interactions", 0, "response", "headers_at"), NAN, ("headers_at",)),
     "headers_at infinite": (
         ("interactions", 0, "response", "headers_at"),
         math.inf,
-        ("headers_at must be a finite",),
+        ("response.headers_at: must be a finite",),
     ),
     "headers_at as str": (
         ("interactions", 0, "response", "headers_at"),
@@ -491,22 +491,22 @@ CORRUPTIONS: dict[str, tuple[tuple[Any, ...], Any, tuple[str, ...]]] = {
     "chunk at negative": (
         ("interactions", 0, "response", "chunks", "at", 0),
         -1.0,
-        ("chunk 0: at must be a finite, non-negative number of seconds, not -1.0",),
+        ("response.chunks[0].at: must be a finite, non-negative number of seconds, not -1.0",),
     ),
     "chunk at NaN": (
         ("interactions", 0, "response", "chunks", "at", 0),
         NAN,
-        ("chunk 0: at must be a finite, non-negative number of seconds, not nan",),
+        ("response.chunks[0].at: must be a finite, non-negative number of seconds, not nan",),
     ),
     "last chunk at NaN": (
         ("interactions", 0, "response", "chunks", "at", 1),
         NAN,
-        ("chunk 1: at must be a finite, non-negative number of seconds, not nan",),
+        ("response.chunks[1].at: must be a finite, non-negative number of seconds, not nan",),
     ),
     "last chunk at infinite": (
         ("interactions", 0, "response", "chunks", "at", 1),
         math.inf,
-        ("chunk 1: at must be a finite, non-negative number of seconds, not inf",),
+        ("response.chunks[1].at: must be a finite, non-negative number of seconds, not inf",),
     ),
     "chunk data as str": (
         ("interactions", 0, "response", "chunks", "data", 1),
@@ -539,7 +539,7 @@ CORRUPTIONS: dict[str, tuple[tuple[Any, ...], Any, tuple[str, ...]]] = {
         DELETE,
         ("response.end: missing field 'at'",),
     ),
-    "end at negative": (("interactions", 0, "response", "end", "at"), -1, ("at must be",)),
+    "end at negative": (("interactions", 0, "response", "end", "at"), -1, ("end.at: must be",)),
     "end before last chunk": (
         ("interactions", 0, "response", "end", "at"),
         0.3,

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from replay._validate import Floats, quick
-from replay.model import STOPPERS, Chunks, Interaction, Request, Response, StreamEnd
+from replay.model import MAX_SECONDS, STOPPERS, Chunks, Interaction, Request, Response, StreamEnd
 
 
 def document(**changes: Any) -> dict[str, Any]:
@@ -48,6 +48,7 @@ def document(**changes: Any) -> dict[str, Any]:
 
 
 _DELETE = object()
+WEEK = MAX_SECONDS
 
 
 def case(changes: dict[str, Any]) -> str:
@@ -138,6 +139,8 @@ def test_a_good_interaction_is_made_as_its_constructors_make_it() -> None:
         {"response.status": 100},
         {"response.status": 599},
         {"response.chunks.at": [0.1, 0.1], "response.end.at": 0.1},
+        {"response.chunks.at": [0.2, WEEK], "response.end.at": WEEK},  # the bound itself
+        {"response.chunks.at": Floats((0.2, WEEK)), "response.end.at": WEEK},
     ],
     ids=case,
 )
@@ -162,6 +165,15 @@ def test_good_variants_are_made_alike(changes: dict[str, Any]) -> None:
         {"response.chunks.at": [0.3, 0.2]},
         {"response.chunks.at": [0.2, math.nan]},
         {"response.chunks.at": [0.2, math.inf]},
+        {  # past the bound: each time, on a timeline in order
+            "response.headers_at": 1e300,
+            "response.chunks": {"at": [], "data": []},
+            "response.end.at": 1e300,
+        },
+        {"response.end.at": WEEK + 0.001},
+        {"response.end.at": 2**64 - 1},
+        {"response.chunks.at": [0.2, 1e300], "response.end.at": 1e300},
+        {"response.chunks.at": Floats((0.2, 1e300)), "response.end.at": 1e300},
         {"response.chunks.at": [True, 0.3]},
         {"response.chunks.at": [0.2]},
         {"response.chunks.data": [b"a", "b"]},

@@ -27,7 +27,7 @@ import attrs
 from replay._decoding import decoded_chunks
 from replay.dialects._rules import Severity, severity_of
 from replay.errors import ConfigurationError
-from replay.model import Chunk, Interaction, Request, Response, StreamEnd
+from replay.model import MAX_SECONDS, Chunk, Interaction, Request, Response, StreamEnd
 from replay.sse import parse
 
 __all__ = [
@@ -299,8 +299,10 @@ def truncate(steps: Sequence[Step], ending: Step | None) -> tuple[list[Step], bo
 
 def check_timing(ttft: float, tokens_per_second: float) -> None:
     """Raise ConfigurationError unless both are usable numbers."""
-    if not 0 <= ttft < math.inf:
-        raise ConfigurationError(f"ttft must be a non-negative number of seconds, not {ttft!r}")
+    if not 0 <= ttft <= MAX_SECONDS:
+        raise ConfigurationError(
+            f"ttft must be a number of seconds from 0 to {MAX_SECONDS:g} (a week), not {ttft!r}"
+        )
     if not 0 < tokens_per_second < math.inf:
         raise ConfigurationError(
             f"tokens_per_second must be a positive number, not {tokens_per_second!r}"
@@ -337,6 +339,11 @@ def build(
     for number, step in enumerate(steps):
         if number:
             at += token_gap if step.is_delta else small_gap
+        if at + small_gap > MAX_SECONDS:  # a slow pace over many events (and a cut's end)
+            raise ConfigurationError(
+                f"the stream would last {at:g} s, past the {MAX_SECONDS:g} s (a week) a "
+                "recording may: raise tokens_per_second"
+            )
         chunks.append(Chunk(round(at, 6), encode(number, step)))
     end = StreamEnd(round(at, 6))
     if cut:
