@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -29,6 +30,7 @@ from replay.model import (
 __all__ = [
     "JSON_FORMAT_NAME",
     "JSON_FORMAT_VERSION",
+    "MAX_NESTING",
     "export_json",
     "import_document",
     "import_json",
@@ -37,6 +39,11 @@ __all__ = [
 
 JSON_FORMAT_NAME = "replay-cassette-json"
 JSON_FORMAT_VERSION = 1
+
+#: The deepest a parsed JSON or YAML cassette may nest its lists and maps. A cassette needs
+#: some 6 levels, and a structured body (pydantic-ai's `parsed_body`) some 20 more; deeper,
+#: it is refused before anything recurses into it (a repr, a join of the pieces of a body).
+MAX_NESTING = 200
 
 
 def _spelled(data: bytes, key: str) -> dict[str, str]:
@@ -225,11 +232,42 @@ def import_json(text: str, path: str | Path | None = None) -> list[Interaction]:
 
 
 def parse_json(text: str, path: str | Path | None) -> Any:
-    """The JSON value `text` holds; a `CassetteFormatError` naming `path` if it is not JSON."""
+    """The JSON value `text` holds; a `CassetteFormatError` naming `path` if it is not JSON,
+    or JSON no cassette holds: values nested past what the parser recurses into, an integer
+    of more digits than Python converts (`sys.get_int_max_str_digits`)."""
     try:
-        return json.loads(text)
+        document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CassetteFormatError(path, f"not JSON ({exc})") from exc
+    except RecursionError:
+        raise CassetteFormatError(path, _NESTED) from None
+    except ValueError:  # the only other thing `loads` refuses: an integer past the limit
+        limit = sys.get_int_max_str_digits()
+        raise CassetteFormatError(
+            path, f"not a cassette: a JSON number of more than {limit} digits"
+        ) from None
+    if nested_deeper(document, MAX_NESTING):
+        raise CassetteFormatError(path, _NESTED)
+    return document
+
+
+_NESTED = f"not a cassette: values nested more than {MAX_NESTING} deep"
+
+
+def nested_deeper(value: Any, limit: int) -> bool:
+    """True if the lists and dicts of `value` nest more than `limit` deep (found without
+    recursion: each container is looked at once)."""
+    stack = [(value, 1)] if isinstance(value, _NESTS) else []
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, _NESTS))
+    return False
+
+
+_NESTS = (dict, list)
 
 
 def import_document(document: Any, path: str | Path | None) -> list[Interaction]:

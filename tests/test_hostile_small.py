@@ -20,12 +20,13 @@ from typing import Any
 
 import msgpack
 import pytest
+import yaml
 
 import replay
 from replay import faults
 from replay._load import read_interactions
 from replay.clock import MIN_SPEED, Schedule, parse_speed
-from replay.convert import export_json, import_json
+from replay.convert import export_json, import_json, read_cassette
 from replay.errors import CassetteFormatError, ConfigurationError
 from replay.model import MAX_SECONDS, Chunk, Chunks, Response, StreamEnd
 from replay.store import load_interactions
@@ -309,3 +310,134 @@ def test_replay_play_of_a_time_of_1e300_made_by_a_fault_is_one_line(tmp_path: Pa
     line = one_line_error(done)
     assert line.startswith("replay: error: fault slow(1e+300) on interaction 0: ")
     assert "Traceback" not in done.stderr
+
+
+# -- YAML and JSON: what a parser would expand, or recurse into, without end -------------------
+
+
+def vcrpy_yaml(body: str, *, before: str = "", status: str = "200") -> str:
+    """A vcrpy cassette of one GET whose request body is the YAML `body` (flow style),
+    with the lines `before` ahead of it (where anchors are defined)."""
+    return (
+        f"{before}interactions:\n"
+        "- request:\n"
+        f"    body: {body}\n"
+        "    headers: {}\n"
+        "    method: GET\n"
+        "    uri: http://127.0.0.1/\n"
+        "  response:\n"
+        "    body: {string: ''}\n"
+        "    headers: {}\n"
+        f"    status: {{code: {status}, message: OK}}\n"
+        "version: 1\n"
+    )
+
+
+def laughs(levels: int) -> str:
+    """A "billion laughs": each level a list of ten aliases of the one below; the body is
+    the top one, 300 * 10**(levels - 1) characters once its pieces are joined."""
+    lines = ['a0: &a0 "' + "lol" * 100 + '"\n']
+    for level in range(1, levels):
+        lines.append(f"a{level}: &a{level} [" + ", ".join([f"*a{level - 1}"] * 10) + "]\n")
+    return vcrpy_yaml(f"*a{levels - 1}", before="".join(lines))
+
+
+def vcrpy_json(body: str) -> str:
+    """A vcrpy JSON cassette of one GET whose request body is the JSON `body`."""
+    request = f'{{"body": {body}, "headers": {{}}, "method": "GET", "uri": "http://127.0.0.1/"}}'
+    response = '{"body": {"string": ""}, "headers": {}, "status": {"code": 200, "message": "OK"}}'
+    return f'{{"interactions": [{{"request": {request}, "response": {response}}}], "version": 1}}'
+
+
+NESTED = "not a cassette: values nested more than 200 deep"
+
+# (file name, text, what the one line ends with)
+TEXTS: dict[str, tuple[str, str, str]] = {
+    "billion laughs": (
+        "laughs.yaml",
+        laughs(9),
+        "not a cassette: its aliases would expand it past 4,194,304 characters, at line 6 "
+        '(a "billion laughs"): not read',
+    ),
+    "YAML alias inside its own anchor": (
+        "loop.yaml",
+        vcrpy_yaml("&loop [*loop]"),
+        "not a cassette: the alias *loop at line 3 is inside the node it names (a value that "
+        "contains itself)",
+    ),
+    "YAML nested 900 deep": (
+        "deep.yaml",
+        vcrpy_yaml("[" * 900 + "x" + "]" * 900),
+        f"{NESTED}, line 3",
+    ),
+    "YAML of a 5,000-digit integer": (
+        "digits.yaml",
+        vcrpy_yaml("''", status="9" * 5000),
+        "not a cassette: Exceeds the limit (4300 digits) for integer string conversion: "
+        "value has 5000 digits",
+    ),
+    "JSON nested 100,000 deep": ("deep.json", "[" * 100_000 + "]" * 100_000, NESTED),
+    "JSON body nested 900 deep": ("body.json", vcrpy_json("[" * 900 + "]" * 900), NESTED),
+    "JSON of a 5,000-digit integer": (
+        "digits.json",
+        vcrpy_json("9" * 5000),
+        "not a cassette: a JSON number of more than 4300 digits",
+    ),
+}
+
+
+@pytest.mark.parametrize(("name", "text", "ending"), TEXTS.values(), ids=TEXTS.keys())
+def test_replay_convert_refuses_a_text_that_expands_or_nests_without_end_in_one_line(
+    tmp_path: Path, name: str, text: str, ending: str
+) -> None:
+    source = tmp_path / name
+    source.write_text(text)
+    assert len(text) < 300_000
+    line = one_line_error(replay_command("convert", str(source), str(tmp_path / "out.msgpack")))
+    assert line == f"replay: error: cannot read cassette {str(source)!r}: {ending}"
+    assert not (tmp_path / "out.msgpack").exists()
+
+
+# In this process, a billion laughs of some 30 MB (past the bound, and harmless if it were not).
+IN_PROCESS = {**TEXTS, "billion laughs": ("laughs.yaml", laughs(6), TEXTS["billion laughs"][2])}
+
+
+@pytest.mark.parametrize(("name", "text", "ending"), IN_PROCESS.values(), ids=IN_PROCESS.keys())
+def test_reading_such_a_text_is_a_format_error(
+    tmp_path: Path, name: str, text: str, ending: str
+) -> None:
+    source = tmp_path / name
+    source.write_text(text)
+    with pytest.raises(CassetteFormatError) as caught:
+        read_cassette(source)
+    assert str(caught.value).endswith(ending)
+
+
+def test_a_cassette_that_shares_its_headers_through_anchors_still_reads(tmp_path: Path) -> None:
+    # PyYAML writes an object met twice once, anchored, then as aliases: a cassette whose
+    # interactions share a headers dict (as a recorder may) has them.
+    headers = {"content-type": ["text/plain"], "x-shared": ["yes"]}
+    interaction = {
+        "request": {"body": "", "headers": headers, "method": "GET", "uri": "http://127.0.0.1/"},
+        "response": {
+            "body": {"string": "hello"},
+            "headers": headers,
+            "status": {"code": 200, "message": "OK"},
+        },
+    }
+    text = yaml.safe_dump({"interactions": [interaction, interaction], "version": 1})
+    assert "&id001" in text
+    assert "*id001" in text
+    source = tmp_path / "anchors.yaml"
+    source.write_text(text)
+    read = read_cassette(source).interactions
+    assert [i.response.header("x-shared") for i in read] == ["yes", "yes"]
+    assert [i.response.body for i in read] == [b"hello", b"hello"]
+
+
+def test_a_few_levels_of_aliases_read_as_their_expansion(tmp_path: Path) -> None:
+    # 300 * 10**2 characters from fewer than 700: within the bound (4 MiB, or 4x the file).
+    source = tmp_path / "aliases.yaml"
+    source.write_text(laughs(3))
+    (read,) = read_cassette(source).interactions
+    assert read.request.body == b"lol" * 100 * 100
