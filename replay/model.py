@@ -78,10 +78,19 @@ def time_problem(value: float) -> str | None:
     """What is wrong with the number `value` as a recorded time; None if nothing."""
     if 0 <= value <= MAX_SECONDS:
         return None
-    shown = repr(value) if len(repr(value)) <= 24 else f"a number of {len(repr(value))} digits"
+    shown = _shown_number(value)
     if 0 <= value < math.inf:
         return f"must be at most {MAX_SECONDS:g} s (one week: past any real recording), not {shown}"
     return f"must be a finite, non-negative number of seconds, not {shown}"  # NaN too
+
+
+def _shown_number(value: float) -> str:
+    """`value` for a message: as it is, unless it is an integer of many digits."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past `sys.get_int_max_str_digits`
+        return "an integer of thousands of digits"
+    return text if len(text) <= 24 else f"an integer of {len(text)} digits"
 
 
 def _seconds(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:

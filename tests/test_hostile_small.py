@@ -163,6 +163,10 @@ MADE_IN_CODE: dict[str, tuple[Callable[[], object], str]] = {
     "Chunks": (lambda: Chunks([0.1, HUGE], [b"", b""]), f"chunk 1: at {LIMIT}"),
     "StreamEnd": (lambda: StreamEnd(at=WEEK * 2), f"at {LIMIT}, not 1209600.0"),
     "Response": (lambda: Response(status=200, headers_at=1e300), f"headers_at {LIMIT}"),
+    "StreamEnd at a 5,000-digit integer": (
+        lambda: StreamEnd(at=10**5000),
+        f"at {LIMIT}, not an integer of thousands of digits",
+    ),
 }
 
 
