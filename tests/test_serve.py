@@ -256,6 +256,23 @@ def test_a_stall_fault_trips_the_clients_read_timeout(recorded: Path) -> None:
     assert len(list(parse(b"".join(received)))) == 2
 
 
+def test_a_fault_that_moves_a_time_past_a_week_is_a_500_saying_so(recorded: Path) -> None:
+    # slow(1e300) makes every time 1e300 times later: no wait may be that long.
+    with (
+        running("serve", str(recorded), "--speed", "1", "--fault", "slow(1e300)") as server,
+        httpx.Client(timeout=10) as client,
+    ):
+        response = client.send(replayed_request(recorded, server))
+        line = server.wait_for("500: ")
+    assert response.status_code == 500
+    error = response.json()["error"]
+    assert error["type"] == "replay_internal"
+    assert "ConfigurationError: fault slow(1e+300) on interaction 0: " in error["message"]
+    assert "must be at most 604800 s (one week" in error["message"]
+    assert line == f"500: {error['message']}"
+    assert "Traceback" not in server.stderr
+
+
 def test_serve_reports_a_bad_fault_in_one_line(recorded: Path) -> None:
     result = run_replay("serve", str(recorded), "--port", "0", "--fault", "cut(after=3)")
     assert result.returncode != 0
