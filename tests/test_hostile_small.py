@@ -445,3 +445,12 @@ def test_a_few_levels_of_aliases_read_as_their_expansion(tmp_path: Path) -> None
     source.write_text(laughs(3))
     (read,) = read_cassette(source).interactions
     assert read.request.body == b"lol" * 100 * 100
+
+
+def test_replay_convert_refuses_yaml_nested_100000_deep_in_one_line(tmp_path: Path) -> None:
+    # libyaml stops at its own depth (1,000) while scanning; PyYAML's Python parser, at ours.
+    source = tmp_path / "deep.yaml"
+    source.write_text(vcrpy_yaml("[" * 100_000 + "x" + "]" * 100_000))
+    line = one_line_error(replay_command("convert", str(source), str(tmp_path / "out.msgpack")))
+    assert line.startswith(f"replay: error: cannot read cassette {str(source)!r}: ")
+    assert "nest" in line
