@@ -14,15 +14,19 @@ import contextlib
 import os
 import secrets
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from replay.errors import CassetteWriteError
 
 __all__ = ["check_writable", "write_atomically"]
 
 
-def write_atomically(path: str | Path, data: bytes) -> None:
-    """Replace the file at `path` (created with its directories) with `data`, atomically.
+def write_atomically(path: str | Path, data: bytes | Callable[[BinaryIO], None]) -> None:
+    """Replace the file at `path` (created with its directories) with `data`, atomically:
+    bytes, or a function that writes them to the file it is given (a long file then need
+    not be in memory whole).
 
     Raises:
         CassetteWriteError: it is read-only or not a regular file, or the save failed (the
@@ -41,7 +45,10 @@ def write_atomically(path: str | Path, data: bytes) -> None:
         raise _error(path, exc, f"cannot create a file in {str(target.parent)!r}") from exc
     try:
         with os.fdopen(fd, "wb") as file:
-            file.write(data)
+            if isinstance(data, bytes):
+                file.write(data)
+            else:
+                data(file)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, target)

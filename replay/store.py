@@ -18,20 +18,23 @@ Every key shown is required; readers ignore unknown keys. Loading checks every f
 that any damage becomes one `CassetteFormatError` naming the file and the place, never a
 KeyError deep inside playback; and it does so in time and memory bounded by the file's
 size, however the file was crafted (`replay._load`, `replay._walk`). Saving writes a
-temporary file beside the target, fsyncs it and renames it over the target: a crash at any
-moment leaves the old cassette or the new one, never half of one; a symlink is written
-through, a read-only cassette refused, and a failure is one `CassetteWriteError` naming the
-cassette and the cause (`replay._atomic`). `file_lock` serialises read-modify-write cycles
-across processes.
+temporary file beside the target, a piece at a time (a long stream's payloads straight from
+their bytes: the document is never in memory whole), fsyncs it and renames it over the
+target: a crash at any moment leaves the old cassette or the new one, never half of one; a
+symlink is written through, a read-only cassette refused, and a failure is one
+`CassetteWriteError` naming the cassette and the cause (`replay._atomic`). `file_lock`
+serialises read-modify-write cycles across processes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
+import itertools
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgpack
 
@@ -48,6 +51,7 @@ __all__ = [
     "load_interactions",
     "merge",
     "save_interactions",
+    "write_document",
 ]
 
 
@@ -71,46 +75,136 @@ def load_interactions(path: str | Path) -> list[Interaction]:
         raise CassetteFormatError(path, str(exc)) from exc
 
 
-def _document(interactions: Sequence[Interaction]) -> dict[str, Any]:
-    def request(r: Request) -> dict[str, Any]:
-        headers = [list(pair) for pair in r.headers]
-        return {"method": r.method, "url": r.url, "headers": headers, "body": r.body}
+#: Payloads at least this long are written straight from their bytes, never copied into the
+#: packer's buffer; smaller ones gather there until it holds about `_FLUSH` bytes.
+_DIRECT = 64 * 1024
+_FLUSH = 1024 * 1024
 
-    def response(r: Response) -> dict[str, Any]:
-        end = r.end
-        return {
-            "status": r.status,
-            "headers": [list(pair) for pair in r.headers],
-            "headers_at": float(r.headers_at),
-            "chunks": {"at": [float(at) for at in r.chunks.times], "data": r.chunks.payloads},
-            "end": {
-                "at": float(end.at),
-                "error": end.error,
-                "message": end.message,
-                "truncated": end.truncated,
-                **(
-                    {"stopped_by": end.stopped_by} if end.stopped_by not in (None, "client") else {}
-                ),
-            },
-        }
 
+class _Writer:
+    """Packs a cassette document into a file piece by piece: the bytes `msgpack.packb` would
+    make of the whole, with never more than `_FLUSH` bytes and one payload's in memory
+    (`packb` grows its buffer by doubling and then copies it out: some 3 times the file)."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self.file = file
+        self.packer = msgpack.Packer(use_bin_type=True, autoreset=False)
+        self.held = 0  # bytes of payloads in the packer's buffer (the rest is small)
+
+    def pack(self, *values: Any) -> None:
+        for value in values:
+            self.packer.pack(value)
+
+    def binary(self, data: bytes) -> None:
+        """A msgpack bin, its bytes written as they are when they are many."""
+        if len(data) < _DIRECT:
+            self.packer.pack(data)
+            self.held += len(data)
+            if self.held >= _FLUSH:
+                self.flush()
+            return
+        self.flush()
+        self.file.write(_bin_header(len(data)))
+        self.file.write(data)
+
+    def flush(self) -> None:
+        self.file.write(self.packer.getbuffer())
+        self.packer.reset()
+        self.held = 0
+
+
+def _bin_header(size: int) -> bytes:
+    if size < 0x100:
+        return bytes((0xC4, size))
+    if size < 0x10000:
+        return b"\xc5" + size.to_bytes(2, "big")
+    return b"\xc6" + size.to_bytes(4, "big")  # (msgpack's bins stop at 4 GiB)
+
+
+def write_document(file: BinaryIO, interactions: Sequence[Interaction]) -> None:
+    """Write the cassette file of `interactions` to `file`, a piece at a time: the bytes of
+    `dumps`, in memory bounded by the largest payload rather than by the file."""
+    writer = _Writer(file)
+    writer.packer.pack_map_header(3)
+    writer.pack("format", FORMAT_NAME, "version", FORMAT_VERSION, "interactions")
+    writer.packer.pack_array_header(len(interactions))
+    for interaction in interactions:
+        request, response = interaction.request, interaction.response
+        payloads = response.chunks.payloads
+        size = len(request.body) + sum(map(len, payloads))
+        if size < _FLUSH:  # the usual case: packed whole, in C
+            writer.pack(_interaction(interaction))
+            writer.held += size
+            if writer.held >= _FLUSH:
+                writer.flush()
+            continue
+        _write_long(writer, interaction)
+    writer.flush()
+
+
+def _write_long(writer: _Writer, interaction: Interaction) -> None:
+    """An interaction of many bytes: the request's body and each payload written as pieces
+    of their own, the rest as `_interaction` makes it."""
+    request, response = interaction.request, interaction.response
+    fields = _response(response)
+    times, end = fields.pop("chunks")["at"], fields.pop("end")
+    writer.packer.pack_map_header(2)
+    writer.pack("request")
+    writer.packer.pack_map_header(4)
+    writer.pack(*itertools.chain.from_iterable(_request(request).items()), "body")
+    writer.binary(request.body)
+    writer.pack("response")
+    writer.packer.pack_map_header(5)  # status, headers, headers_at; then chunks, end
+    writer.pack(*itertools.chain.from_iterable(fields.items()), "chunks")
+    writer.packer.pack_map_header(2)
+    writer.pack("at", times, "data")
+    writer.packer.pack_array_header(len(response.chunks))
+    for payload in response.chunks.payloads:
+        writer.binary(payload)
+    writer.pack("end", end)
+
+
+def _interaction(i: Interaction) -> dict[str, Any]:
     return {
-        "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
-        "interactions": [
-            {"request": request(i.request), "response": response(i.response)} for i in interactions
-        ],
+        "request": {**_request(i.request), "body": i.request.body},
+        "response": _response(i.response),
+    }
+
+
+def _request(r: Request) -> dict[str, Any]:
+    """The request's map but for its body."""
+    return {"method": r.method, "url": r.url, "headers": [list(pair) for pair in r.headers]}
+
+
+def _response(r: Response) -> dict[str, Any]:
+    end = r.end
+    return {
+        "status": r.status,
+        "headers": [list(pair) for pair in r.headers],
+        "headers_at": float(r.headers_at),
+        "chunks": {"at": [float(at) for at in r.chunks.times], "data": r.chunks.payloads},
+        "end": {
+            "at": float(end.at),
+            "error": end.error,
+            "message": end.message,
+            "truncated": end.truncated,
+            **({"stopped_by": end.stopped_by} if end.stopped_by not in (None, "client") else {}),
+        },
     }
 
 
 def dumps(interactions: Sequence[Interaction]) -> bytes:
-    """The cassette file's bytes for `interactions`."""
-    packed: bytes = msgpack.packb(_document(interactions), use_bin_type=True)
-    return packed
+    """The cassette file's bytes for `interactions` (`write_document`'s, in memory)."""
+    buffer = io.BytesIO()
+    write_document(buffer, interactions)
+    return buffer.getvalue()
 
 
 def save_interactions(path: str | Path, interactions: Sequence[Interaction]) -> None:
     """Write a cassette atomically: temporary file beside it, fsync, rename over it.
+
+    The file is written a piece at a time (`write_document`): saving a long stream takes
+    little more memory than its payloads already do.
 
     A symlink is written through (the link stays); the new file keeps the permissions of the
     one it replaces, or gets the umask's default for a new file.
@@ -121,7 +215,7 @@ def save_interactions(path: str | Path, interactions: Sequence[Interaction]) -> 
     """
     from replay._atomic import write_atomically  # (here: replaying never writes)
 
-    write_atomically(path, dumps(interactions))
+    write_atomically(path, lambda file: write_document(file, interactions))
 
 
 @contextlib.contextmanager

@@ -139,6 +139,26 @@ def test_dumps_of_loaded_interactions_is_stable(
     assert dumps(load_interactions(cassette_path)) == cassette_path.read_bytes()
 
 
+def test_the_file_written_a_piece_at_a_time_is_what_packb_makes_of_it_whole(
+    cassette_path: Path,
+) -> None:
+    # Payloads of each bin header's size and either side of the sizes written straight from
+    # their bytes, and enough small ones to flush the packer's buffer midway.
+    sizes = [0, 1, 255, 256, 65535, 65536, 70000, *[3000] * 400, 2**20]
+    chunks = [Chunk(i / 1000, bytes([i % 256]) * size) for i, size in enumerate(sizes)]
+    request = Request(method="POST", url="http://h/up", body=b"b" * 100_000)
+    interactions = [
+        Interaction(request, Response(status=200, chunks=chunks)),
+        *ROUND_TRIPS["error end"],
+        sse_interaction(),
+    ]
+    save_interactions(cassette_path, interactions)
+    written = cassette_path.read_bytes()
+    assert msgpack.packb(msgpack.unpackb(written), use_bin_type=True) == written
+    assert dumps(interactions) == written
+    assert load_interactions(cassette_path) == interactions
+
+
 def test_cassette_save_and_load_round_trip(cassette_path: Path) -> None:
     Cassette([sse_interaction("a"), sse_interaction("b")]).save(cassette_path)
     loaded = Cassette.load(cassette_path)

@@ -19,6 +19,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -334,3 +335,57 @@ def test_a_session_that_may_record_refuses_a_read_only_cassette_as_it_enters(
     # Replaying only needs to read it.
     with replay.use_cassette(read_only, record_mode="none") as cassette:
         assert len(cassette.interactions) == 1
+
+
+# -- memory ----------------------------------------------------------------------------------
+
+# A program that records (or replays) one stream of SIZE bytes in 64 KiB HTTP chunks from a
+# local origin through `use_cassette` and httpx, and prints its peak RSS over what it held
+# before the session (the interpreter, httpx, the origin, a client made once).
+MEASURED = """
+    import gc, json, resource, sys
+    import httpx
+    import replay
+    from replay._origin import Origin, Script
+
+    mode, path, size, url = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    block = bytes(range(256)) * 256
+    script = Script(chunks=((0.0, block),) * (size // len(block)))
+    with Origin({"/big": script}) as origin:
+        url = url or f"{origin.url}/big"
+        with httpx.Client():
+            pass
+        gc.collect()
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        got = 0
+        with replay.use_cassette(path, record_mode=mode), httpx.Client() as client:
+            with client.stream("GET", url) as response:
+                for part in response.iter_raw():
+                    got += len(part)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"growth": (peak - before) * 1024, "got": got, "url": url}))
+"""
+
+BIG = 64 * 1024 * 1024
+
+
+def measured(tmp_path: Path, mode: str, url: str = "") -> dict[str, Any]:
+    """What the program above printed, run as a process of its own."""
+    program = tmp_path / "measured.py"
+    program.write_text(textwrap.dedent(MEASURED))
+    cassette = str(tmp_path / "big.msgpack")
+    result = subprocess.run(
+        [sys.executable, str(program), mode, cassette, str(BIG), url],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    figures: dict[str, Any] = json.loads(result.stdout)
+    assert figures["got"] == BIG
+    return figures
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss in KiB, as Linux counts it")
+def test_recording_a_long_stream_takes_little_more_memory_than_its_body(tmp_path: Path) -> None:
+    # The cassette is written a piece at a time: packing it whole took three times the body.
+    recorded = measured(tmp_path, "all")
+    assert recorded["growth"] < 1.5 * BIG, recorded
