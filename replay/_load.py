@@ -19,21 +19,34 @@ says what, as it would have.
 
 The slice that fits is guessed from the interactions before (twice the last one's size), so
 a cassette of like interactions is read with one `unpackb` each.
+
+A long file is mapped rather than read (`read_mapped`, which `store` uses past
+`store.MAPPED_FROM`): the walker's Unpackers read it a piece at a time, so that its payloads
+are in memory once, not beside the file's bytes; every check is the same.
 """
 
 from __future__ import annotations
 
-import io
+import contextlib
+import mmap
 from collections.abc import Callable
 from typing import Any
 
 import msgpack
 
 from replay._validate import Floats, expect, interaction_of, quick, shown
-from replay._walk import MAX_FIELDS, READ_SIZE, BadElement, LoadError, Skipped, Walker
+from replay._walk import (
+    MAX_FIELDS,
+    BadElement,
+    Document,
+    LoadError,
+    Skipped,
+    Walker,
+    stream,
+)
 from replay.model import Interaction
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "LoadError", "read_interactions"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "LoadError", "read_interactions", "read_mapped"]
 
 FORMAT_NAME = "replay-cassette"
 FORMAT_VERSION = 1
@@ -53,8 +66,25 @@ Reader = Callable[[Walker, str, str], Any]
 """Reads the value of field `key` of the map at `parent` (a place, for messages)."""
 
 
-def read_interactions(data: bytes) -> list[Interaction]:
-    """The interactions of the cassette file `data`.
+def read_mapped(fileno: int) -> list[Interaction]:
+    """The interactions of the cassette file open as `fileno` (a regular file, not empty),
+    mapped rather than read: its payloads are then in memory once, not beside the file's
+    bytes.
+
+    Raises:
+        LoadError: as `read_interactions`.
+    """
+    mapped = mmap.mmap(fileno, 0, access=mmap.ACCESS_READ)
+    try:
+        return read_interactions(mapped, fileno)
+    finally:
+        with contextlib.suppress(BufferError):  # a view still held: the map goes with it
+            mapped.close()
+
+
+def read_interactions(data: Document, fileno: int | None = None) -> list[Interaction]:
+    """The interactions of the cassette file `data` (which maps the file `fileno`, if that
+    is given).
 
     Raises:
         LoadError: it is not a complete cassette this version reads, or loading it would
@@ -65,9 +95,9 @@ def read_interactions(data: bytes) -> list[Interaction]:
         if interactions is not None:
             return interactions
     try:
-        return _document(Walker(data))
+        return _document(Walker(data, fileno))
     except (LoadError, IndexError, ValueError, msgpack.UnpackException) as exc:
-        check_document(data)  # a broken document says so first, as `unpackb` would
+        check_document(data, fileno)  # a broken document says so first, as `unpackb` would
         if isinstance(exc, LoadError):
             raise
         if isinstance(exc, UnicodeDecodeError):
@@ -78,7 +108,7 @@ def read_interactions(data: bytes) -> list[Interaction]:
         raise LoadError("not a replay cassette: values nested too deeply") from None
 
 
-def _whole(data: bytes) -> list[Interaction] | None:
+def _whole(data: Document) -> list[Interaction] | None:
     """The interactions of a small file built whole; None if anything is odd with it (the
     walker then reads it, and says what)."""
     try:
@@ -179,7 +209,7 @@ def _interactions(walker: Walker, where: str) -> list[Interaction]:
 _MISSED = object()
 
 
-def _probed(data: bytes, start: int, size: int) -> Any:
+def _probed(data: Document, start: int, size: int) -> Any:
     """The value at `start` if it lies within `size` bytes, built by msgpack whole (with so
     few bytes, whatever they declare builds little); `_MISSED` if not, or if anything is
     wrong with it (the walker then finds what)."""
@@ -306,11 +336,12 @@ def _built(walker: Walker, where: str) -> Any:
 # -- the document as msgpack -----------------------------------------------------------------
 
 
-def check_document(data: bytes) -> None:
-    """Raise LoadError unless `data` is one complete msgpack document (found building
-    nothing, in one pass in C)."""
-    size = max(len(data), READ_SIZE)
-    unpacker = msgpack.Unpacker(io.BytesIO(data), read_size=READ_SIZE, max_buffer_size=size)
+def check_document(data: Document, fileno: int | None = None) -> None:
+    """Raise LoadError unless `data` (which maps the file `fileno`, if given) is one
+    complete msgpack document (found building nothing, in one pass in C)."""
+    source, read_size = stream(data, 0, fileno)
+    size = max(len(data), read_size)
+    unpacker = msgpack.Unpacker(source, read_size=read_size, max_buffer_size=size)
     try:
         unpacker.skip()
     except msgpack.OutOfData as exc:
@@ -337,7 +368,7 @@ def not_msgpack(exc: Exception) -> str:
     return f"not a msgpack document ({type(exc).__name__}{detail})"
 
 
-def _unpack_problem(data: bytes, problem: str) -> str:
+def _unpack_problem(data: Document, problem: str) -> str:
     if not (0x80 <= data[0] <= 0x8F or data[0] in (0xDE, 0xDF)):  # fixmap, map 16, map 32
         return "not a replay cassette: the file does not start with a msgpack map"
     return problem

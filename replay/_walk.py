@@ -15,6 +15,11 @@ asked for:
 - Before a list is built, its declared length is charged against a budget proportional to
   the file's size (`MAX_EXPANSION`); a file that would go past it is refused.
 
+The document is the file's bytes, or (a long file) a read-only memory map of it with the
+file's descriptor: the Unpackers then read it with `os.pread`, a piece at a time, so that
+loading a long stream holds its payloads once, not the file's bytes beside them (the map's
+pages are touched only where the skeleton looks: a few per interaction).
+
 When anything fails, `_load.check_document` (one pass in C that builds nothing) tells first
 what `unpackb` would have: a truncated file, stray bytes after the document, values nested
 too deep, reserved bytes.
@@ -24,8 +29,10 @@ from __future__ import annotations
 
 import io
 import itertools
+import mmap
+import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgpack
 
@@ -35,6 +42,7 @@ __all__ = [
     "MIN_BUDGET",
     "READ_SIZE",
     "BadElement",
+    "Document",
     "LoadError",
     "Skipped",
     "Walker",
@@ -50,9 +58,17 @@ MIN_BUDGET = 32 * 1024 * 1024
 #: The most entries a map may have (a cassette's maps have at most six fields).
 MAX_FIELDS = 64
 
-#: How many bytes an Unpacker reads at a time.
+#: How many bytes an Unpacker reads at a time: from bytes in memory, and from a file.
 READ_SIZE = 4096
+_FILE_READ_SIZE = 64 * 1024
+#: A list of at most this many elements and bytes that was built by another Unpacker is
+#: skipped by the skeleton's (cheaper than a new Unpacker); a longer one is gone past by a
+#: seek (skipping holds each element's bytes whole in the Unpacker's buffer).
 _SKIPPED_COLUMN = 256
+_SKIPPED_BYTES = 64 * 1024
+
+Document = bytes | mmap.mmap
+"""A msgpack document's bytes: in memory, or a file mapped read-only."""
 
 
 class LoadError(Exception):
@@ -123,21 +139,49 @@ class Skipped:
         return f"Skipped({self.kind!r})"
 
 
+class _FileReader:
+    """A file read from a position of its own (`os.pread`), for an Unpacker: many readers
+    share one descriptor, and what they read is not kept mapped."""
+
+    __slots__ = ("fileno", "position")
+
+    def __init__(self, fileno: int, position: int) -> None:
+        self.fileno = fileno
+        self.position = position
+
+    def read(self, size: int) -> bytes:
+        data = os.pread(self.fileno, size, self.position)
+        self.position += len(data)
+        return data
+
+
+def stream(data: Document, position: int, fileno: int | None) -> tuple[BinaryIO | Any, int]:
+    """What an Unpacker reads `data` from, at `position` (the file `fileno` when it is
+    given: `data` maps it), and how many bytes it should read at a time."""
+    if fileno is not None:
+        return _FileReader(fileno, position), _FILE_READ_SIZE
+    source = io.BytesIO(data)  # shares the bytes: nothing is copied
+    source.seek(position)
+    return source, READ_SIZE
+
+
 class Walker:
     """A position in a msgpack document's bytes, and what may be built from there.
 
     Args:
         data: the document (the whole file).
+        fileno: the file `data` maps, if it does: what the Unpackers read.
     """
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: Document, fileno: int | None = None) -> None:
         self.data = data
+        self.fileno = fileno
         self.budget = max(MIN_BUDGET, MAX_EXPANSION * len(data))
         self.spent = 0
         limit = len(data)
         # The skeleton's Unpacker: values of any length; lists only as header pairs.
         self._skeleton: dict[str, Any] = {
-            "max_buffer_size": max(limit, READ_SIZE),
+            "max_buffer_size": max(limit, _FILE_READ_SIZE),
             "max_str_len": limit,
             "max_bin_len": limit,
             "max_array_len": 2,
@@ -154,9 +198,8 @@ class Walker:
         self.unpacker = self._unpacker(0, self._skeleton)
 
     def _unpacker(self, position: int, limits: dict[str, Any]) -> msgpack.Unpacker:
-        stream = io.BytesIO(self.data)  # shares `data`: nothing is copied
-        stream.seek(position)
-        return msgpack.Unpacker(stream, read_size=READ_SIZE, **limits)
+        source, read_size = stream(self.data, position, self.fileno)
+        return msgpack.Unpacker(source, read_size=read_size, **limits)
 
     @property
     def position(self) -> int:
@@ -301,12 +344,13 @@ class Walker:
         start = self.position
         unpacker = self._unpacker(start, self._column)
         elements = self._elements(unpacker, self._column, count)
-        self._go_past(count, start + unpacker.tell())
+        self._go_past(count, start, start + unpacker.tell())
         return elements
 
-    def _go_past(self, count: int, end: int) -> None:
-        """Go on after a list of `count` elements the skeleton's Unpacker has not read."""
-        if count <= _SKIPPED_COLUMN:
+    def _go_past(self, count: int, start: int, end: int) -> None:
+        """Go on after a list of `count` elements (from `start` to `end`) the skeleton's
+        Unpacker has not read."""
+        if count <= _SKIPPED_COLUMN and end - start <= _SKIPPED_BYTES:
             self.unpacker.skip()  # cheaper than a new Unpacker for a short list
         else:
             self.seek(end)
@@ -373,5 +417,5 @@ class Walker:
         values: tuple[float, ...] = msgpack.unpackb(
             memoryview(self.data)[start:end], use_list=False
         )
-        self._go_past(count, end)
+        self._go_past(count, start, end)
         return values

@@ -32,13 +32,14 @@ import contextlib
 import io
 import itertools
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import msgpack
 
-from replay._load import FORMAT_NAME, FORMAT_VERSION, LoadError, read_interactions
+from replay._load import FORMAT_NAME, FORMAT_VERSION, LoadError, read_interactions, read_mapped
 from replay.errors import CassetteFormatError
 from replay.matching import MatchIndex
 from replay.model import Interaction, Request, Response
@@ -66,13 +67,25 @@ def load_interactions(path: str | Path) -> list[Interaction]:
     # (Unbuffered: the whole file is read at once, and a buffer object less is made; not
     # `Path(path).read_bytes()`: a Path less to make.)
     with open(path, "rb", buffering=0) as file:
-        data = file.read()
-    if not data:
-        raise CassetteFormatError(path, "the file is empty")
-    try:
-        return read_interactions(data)
-    except LoadError as exc:
-        raise CassetteFormatError(path, str(exc)) from exc
+        try:
+            if _mapped(file.fileno()):
+                return read_mapped(file.fileno())
+            data = file.read()
+            if not data:
+                raise CassetteFormatError(path, "the file is empty")
+            return read_interactions(data)
+        except LoadError as exc:
+            raise CassetteFormatError(path, str(exc)) from exc
+
+
+#: Files longer than this are mapped, not read (`replay._load.read_mapped`): a long stream's
+#: payloads are then in memory once, where reading held the file's bytes beside them.
+MAPPED_FROM = 16 * 1024 * 1024
+
+
+def _mapped(fileno: int) -> bool:
+    status = os.fstat(fileno)
+    return stat.S_ISREG(status.st_mode) and status.st_size > MAPPED_FROM and hasattr(os, "pread")
 
 
 #: Payloads at least this long are written straight from their bytes, never copied into the

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 import replay
 from replay import Cassette, CassetteFormatError, Chunk, Interaction, Request, Response, StreamEnd
+from replay._load import LoadError, read_interactions, read_mapped
 from replay.store import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -326,6 +327,37 @@ def test_garbage_is_a_format_error(cassette_path: Path, data: bytes, fragment: s
     cassette_path.parent.mkdir(parents=True)
     cassette_path.write_bytes(data)
     assert_format_error(cassette_path, fragment)
+
+
+def outcome(read: Any, *args: Any) -> object:
+    """What `read(*args)` gives: the interactions, or the LoadError's message."""
+    try:
+        return read(*args)
+    except LoadError as error:
+        return f"LoadError: {error}"
+
+
+def mapped_documents() -> dict[str, bytes]:
+    big = Response(status=200, chunks=[Chunk(i / 1000, b"data: %d\n\n" % i) for i in range(5000)])
+    long = dumps([Interaction(Request(method="GET", url="http://h/"), big), sse_interaction()])
+    documents = {f"saved: {name}": dumps(value) for name, value in ROUND_TRIPS.items()}
+    documents |= {f"garbage: {name}": data for name, (data, _) in GARBAGE.items()}
+    cuts = random.Random(7).sample(range(1, len(long)), 30)
+    documents |= {f"cut at {cut}": long[:cut] for cut in cuts}
+    documents["trailing bytes"] = long + b"\x00"
+    documents["long"] = long  # past `_load._PROBE_MAX`: walked
+    assert len(long) > 64 * 1024
+    return documents
+
+
+def test_a_file_read_mapped_loads_as_it_does_read_into_memory(tmp_path: Path) -> None:
+    # (Files past `MAPPED_FROM` are mapped: these small ones are mapped here by hand.)
+    path = tmp_path / "c.msgpack"
+    for name, data in mapped_documents().items():
+        path.write_bytes(data)
+        with path.open("rb") as file:
+            mapped = outcome(read_mapped, file.fileno())
+        assert mapped == outcome(read_interactions, data), name
 
 
 def valid_document() -> Any:
