@@ -28,7 +28,6 @@ are in memory once, not beside the file's bytes; every check is the same.
 from __future__ import annotations
 
 import contextlib
-import mmap
 from collections.abc import Callable
 from typing import Any
 
@@ -74,6 +73,8 @@ def read_mapped(fileno: int) -> list[Interaction]:
     Raises:
         LoadError: as `read_interactions`.
     """
+    import mmap  # (here: most cassettes are read, not mapped)
+
     mapped = mmap.mmap(fileno, 0, access=mmap.ACCESS_READ)
     try:
         return read_interactions(mapped, fileno)

@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import io
 import itertools
-import mmap
 import os
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeAlias
 
 import msgpack
 
@@ -67,7 +66,10 @@ _FILE_READ_SIZE = 64 * 1024
 _SKIPPED_COLUMN = 256
 _SKIPPED_BYTES = 64 * 1024
 
-Document = bytes | mmap.mmap
+if TYPE_CHECKING:
+    import mmap
+
+Document: TypeAlias = "bytes | mmap.mmap"
 """A msgpack document's bytes: in memory, or a file mapped read-only."""
 
 

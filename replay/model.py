@@ -351,6 +351,19 @@ class Chunks(Sequence[Chunk]):
         chunks._fill(times, payloads, floats=True)
         return chunks
 
+    @classmethod
+    def _kept(cls, times: tuple[float, ...], payloads: Sequence[bytes]) -> Chunks:
+        """`Chunks(times, payloads)` of a recording's payloads kept elsewhere than in memory
+        (`replay._spool.SpooledPayloads`: bytes each, read when asked for), as they are."""
+        chunks = cls.__new__(cls)
+        if len(times) != len(payloads):
+            raise ValueError(f"{len(times)} chunk times for {len(payloads)} payloads")
+        if times:
+            _check_times(times)
+        chunks.times = times
+        chunks.payloads = payloads
+        return chunks
+
     def _fill(self, times: tuple[float, ...], payloads: tuple[Any, ...], *, floats: bool) -> None:
         if len(times) != len(payloads):
             raise ValueError(f"{len(times)} chunk times for {len(payloads)} payloads")
@@ -361,7 +374,8 @@ class Chunks(Sequence[Chunk]):
             index = next(i for i, p in enumerate(payloads) if type(p) is not bytes)
             raise TypeError(f"chunk {index}: data must be bytes, not {_kind(payloads[index])}")
         self.times: tuple[float, ...] = times
-        self.payloads: tuple[bytes, ...] = payloads
+        #: A tuple, but for a long recording's (see `_kept`).
+        self.payloads: Sequence[bytes] = payloads
 
     @classmethod
     def of(cls, chunks: Iterable[Chunk]) -> Chunks:

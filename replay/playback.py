@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -87,7 +87,7 @@ class _SyncReplay:
         rest = self.stepper.rest_at_once()
         return self if rest is None else self._instant(rest)
 
-    def _instant(self, payloads: tuple[bytes, ...]) -> Iterator[bytes]:
+    def _instant(self, payloads: Sequence[bytes]) -> Iterator[bytes]:
         stepper = self.stepper
         for data in payloads:
             if stepper.closed:
@@ -137,7 +137,7 @@ def _instant_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
     class Instant:
         """What both streams share: the payloads left, the end, and closing."""
 
-        def __init__(self, payloads: tuple[bytes, ...], end: StreamEnd) -> None:
+        def __init__(self, payloads: Sequence[bytes], end: StreamEnd) -> None:
             self.rest = iter(payloads)
             self.end = end
             self.closed = False

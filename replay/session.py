@@ -269,9 +269,10 @@ class CassetteSession:
             advice=run.advice,
         )
         if self._may_record:  # (only then: the recorder is not even imported for a replay)
+            from replay._spool import Spool
             from replay.engine.recorder import Tape
 
-            self._tape = Tape(cassette, self.redactor)
+            self._tape = Tape(cassette, self.redactor, spool=Spool(self.path.parent))
         self.cassette = cassette
         if on_virtual_time(self.clock):
             self.clock.__enter__()

@@ -144,8 +144,8 @@ def write_document(file: BinaryIO, interactions: Sequence[Interaction]) -> None:
     for interaction in interactions:
         request, response = interaction.request, interaction.response
         payloads = response.chunks.payloads
-        size = len(request.body) + sum(map(len, payloads))
-        if size < _FLUSH:  # the usual case: packed whole, in C
+        size = len(request.body) + _size(payloads)
+        if size < _FLUSH and type(payloads) is tuple:  # the usual case: packed whole, in C
             writer.pack(_interaction(interaction))
             writer.held += size
             if writer.held >= _FLUSH:
@@ -153,6 +153,16 @@ def write_document(file: BinaryIO, interactions: Sequence[Interaction]) -> None:
             continue
         _write_long(writer, interaction)
     writer.flush()
+
+
+def _size(payloads: Sequence[bytes]) -> int:
+    if type(payloads) is tuple:
+        return sum(map(len, payloads))
+    from replay._spool import SpooledPayloads  # (here: only a recording makes one)
+
+    if isinstance(payloads, SpooledPayloads):  # (it knows: read nothing from the spool)
+        return payloads.size
+    return sum(map(len, payloads))
 
 
 def _write_long(writer: _Writer, interaction: Interaction) -> None:

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import pickle
 import threading
+from pathlib import Path
 
 import pytest
 
 from replay import faults
+from replay._spool import SPOOL_PIECE, Spool, SpooledPayloads
 from replay.cassette import Cassette
 from replay.clock import Schedule
 from replay.engine import Data, End, Head, Player, Stepper, Tape, Wait, read_timeouts
+from replay.engine.recorder import KEPT_IN_MEMORY
 from replay.engine.stepper import STALL_TIMEOUT_MESSAGE
 from replay.errors import CassetteMismatchError
 from replay.model import Chunk, Interaction, Request, Response, StreamEnd
 from replay.redact import Redactor
+from replay.store import dumps
 
 URL = "https://api.example.test/v1/stream"
 RESPONSE = Response(
@@ -250,3 +255,83 @@ def test_the_before_record_hook_may_drop_an_interaction() -> None:
     recording.finish()
     assert tape.cassette.interactions == []
     assert tape.open == 0
+
+
+# -- the spool -------------------------------------------------------------------------------
+
+
+def spooled_recording(tape: Tape, payloads: list[bytes]) -> Interaction:
+    """What `tape` keeps of a response of `payloads`, a chunk a millisecond."""
+    clock = Ticks()
+    recording = tape.start(request(), clock, start=0.0)
+    recording.got_headers(200, [("content-type", "application/octet-stream")])
+    for index, payload in enumerate(payloads):
+        clock.time = index / 1000
+        recording.got_chunk(payload)
+    recording.finish()
+    return tape.cassette.interactions[-1]
+
+
+def long_body() -> list[bytes]:
+    # Past SPOOL_PIECE twice and a bit, in chunks of several sizes (an empty one among them).
+    sizes = [0, 1, 7, 65536, 300_000, *[200_000] * 12]
+    return [bytes([index % 251]) * size for index, size in enumerate(sizes)]
+
+
+def test_a_long_recording_keeps_its_payloads_in_the_spool_and_reads_them_back(
+    tmp_path: Path,
+) -> None:
+    payloads = long_body()
+    assert sum(map(len, payloads)) > 2 * SPOOL_PIECE
+    interaction = spooled_recording(Tape(Cassette(), spool=Spool(tmp_path)), payloads)
+    chunks = interaction.response.chunks
+    assert isinstance(chunks.payloads, SpooledPayloads)
+    assert list(chunks.payloads) == payloads
+    assert chunks.payloads[4] == payloads[4]
+    assert list(chunks.payloads[3:5]) == payloads[3:5]
+    assert [chunk.data for chunk in chunks] == payloads
+    in_memory = spooled_recording(Tape(Cassette()), payloads)
+    assert in_memory.response.chunks.payloads == tuple(payloads)
+    assert interaction == in_memory  # compares, hashes and pickles as its payloads' tuple
+    assert hash(interaction.response.chunks) == hash(in_memory.response.chunks)
+    assert pickle.loads(pickle.dumps(interaction)) == in_memory
+    assert dumps([interaction]) == dumps([in_memory])
+    assert list(tmp_path.iterdir()) == []  # the spool has no name: nothing is left behind
+
+
+def test_a_short_recording_stays_in_memory(tmp_path: Path) -> None:
+    interaction = spooled_recording(Tape(Cassette(), spool=Spool(tmp_path)), [b"data: 1\n\n"])
+    assert interaction.response.chunks.payloads == (b"data: 1\n\n",)
+
+
+def test_a_spool_that_cannot_be_made_leaves_the_payloads_in_memory(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_bytes(b"")  # the spool's directory would be inside a file
+    payloads = long_body()
+    interaction = spooled_recording(Tape(Cassette(), spool=Spool(blocker / "d")), payloads)
+    assert interaction.response.chunks.payloads == tuple(payloads)
+
+
+def test_a_forked_tape_gets_a_spool_of_its_own(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    tape = Tape(Cassette(), spool=spool)
+    tape.forget()
+    assert tape.spool is not spool
+    assert tape.spool is not None
+    assert tape.spool.directory == tmp_path
+
+
+def test_short_recordings_go_to_the_spool_once_the_tape_keeps_enough_in_memory(
+    tmp_path: Path,
+) -> None:
+    tape = Tape(Cassette(), spool=Spool(tmp_path))
+    body = [b"x" * 100_000] * 6  # 600 kB: short of SPOOL_PIECE
+    kept = [spooled_recording(tape, body).response.chunks.payloads for _ in range(20)]
+    in_memory = [payloads for payloads in kept if type(payloads) is tuple]
+    assert len(in_memory) == KEPT_IN_MEMORY // 600_000
+    assert kept[: len(in_memory)] == in_memory  # the first ones
+    assert all(payloads == tuple(body) for payloads in kept)
+    in_memory_tape = Tape(Cassette())
+    for _ in range(20):
+        spooled_recording(in_memory_tape, body)
+    assert dumps(tape.cassette.interactions) == dumps(in_memory_tape.cassette.interactions)

@@ -339,16 +339,22 @@ def test_a_session_that_may_record_refuses_a_read_only_cassette_as_it_enters(
 
 # -- memory ----------------------------------------------------------------------------------
 
-# A program that records (or replays) one stream of SIZE bytes in 64 KiB HTTP chunks from a
-# local origin through `use_cassette` and httpx, and prints its peak RSS over what it held
-# before the session (the interpreter, httpx, the origin, a client made once).
+# A program that records (or replays) COUNT streams of SIZE bytes each in 64 KiB HTTP chunks
+# from a local origin in one `use_cassette` session, through httpx, and prints its peak RSS
+# over what it held before the session (the interpreter, httpx, the origin, a client made
+# once). The peak is reset before the session: what importing took does not hide it.
 MEASURED = """
-    import gc, json, resource, sys
+    import gc, json, sys
     import httpx
     import replay
     from replay._origin import Origin, Script
 
-    mode, path, size, url = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    def kib(field):
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith(field))
+
+    mode, path, url = sys.argv[1], sys.argv[2], sys.argv[3]
+    size, count = int(sys.argv[4]), int(sys.argv[5])
     block = bytes(range(256)) * 256
     script = Script(chunks=((0.0, block),) * (size // len(block)))
     with Origin({"/big": script}) as origin:
@@ -356,45 +362,74 @@ MEASURED = """
         with httpx.Client():
             pass
         gc.collect()
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")  # VmHWM := VmRSS
+        before = kib("VmHWM:")
         got = 0
         with replay.use_cassette(path, record_mode=mode), httpx.Client() as client:
-            with client.stream("GET", url) as response:
-                for part in response.iter_raw():
-                    got += len(part)
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            for _ in range(count):
+                with client.stream("GET", url) as response:
+                    for part in response.iter_raw():
+                        got += len(part)
+        peak = kib("VmHWM:")
     print(json.dumps({"growth": (peak - before) * 1024, "got": got, "url": url}))
 """
 
 BIG = 64 * 1024 * 1024
 
 
-def measured(tmp_path: Path, mode: str, url: str = "") -> dict[str, Any]:
-    """What the program above printed, run as a process of its own."""
+def measured(
+    tmp_path: Path, mode: str, url: str = "", size: int = BIG, count: int = 1
+) -> dict[str, Any]:
+    """What the program above printed, run as a process of its own (recording into, or
+    replaying, `tmp_path / "big-COUNT.msgpack"`)."""
     program = tmp_path / "measured.py"
     program.write_text(textwrap.dedent(MEASURED))
-    cassette = str(tmp_path / "big.msgpack")
+    cassette = str(tmp_path / f"big-{count}.msgpack")
     result = subprocess.run(
-        [sys.executable, str(program), mode, cassette, str(BIG), url],
+        [sys.executable, str(program), mode, cassette, url, str(size), str(count)],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     figures: dict[str, Any] = json.loads(result.stdout)
-    assert figures["got"] == BIG
+    assert figures["got"] == size * count
     return figures
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss in KiB, as Linux counts it")
+@pytest.mark.skipif(sys.platform != "linux", reason="peak memory from /proc")
 def test_recording_a_long_stream_takes_little_more_memory_than_its_body(tmp_path: Path) -> None:
     # The cassette is written a piece at a time: packing it whole took three times the body.
     recorded = measured(tmp_path, "all")
     assert recorded["growth"] < 1.5 * BIG, recorded
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss in KiB, as Linux counts it")
+@pytest.mark.skipif(sys.platform != "linux", reason="peak memory from /proc")
 def test_replaying_a_long_stream_takes_little_more_memory_than_its_body(tmp_path: Path) -> None:
     # The file is mapped and read a piece at a time: reading it whole held its bytes beside
     # the payloads built from them (twice the body).
     url = measured(tmp_path, "all")["url"]
     replayed = measured(tmp_path, "none", url)
     assert replayed["growth"] < 1.5 * BIG, replayed
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="peak memory from /proc")
+def test_a_session_recording_long_streams_takes_no_more_memory_for_more_of_them(
+    tmp_path: Path,
+) -> None:
+    # Each stream's payloads go to the spool as they come: the session held all of them.
+    size = BIG // 2
+    recorded = measured(tmp_path, "all", size=size, count=4)
+    assert recorded["growth"] < 1.5 * size, recorded
+    assert len(load_interactions(tmp_path / "big-4.msgpack")) == 4
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="peak memory from /proc")
+def test_a_session_recording_short_streams_takes_no_more_memory_for_more_of_them(
+    tmp_path: Path,
+) -> None:
+    # Past `KEPT_IN_MEMORY` (8 MiB), what finishes goes to the spool: 48 streams of 512 KiB
+    # more took 24 MiB more (about 1 now).
+    size = 512 * 1024
+    fewer = measured(tmp_path, "all", size=size, count=16)
+    more = measured(tmp_path, "all", size=size, count=64)
+    assert more["growth"] - fewer["growth"] < 8 * size, (fewer, more)

@@ -10,6 +10,12 @@ redacts each finished interaction (the `before_record` hook included) and append
 its cassette, and it knows which recordings are still streaming, so that the end of a
 session can wait for them (bounded) and then finish what is still open as what it is.
 The shells only read upstream bodies their own way and report what they read.
+
+A tape given a `Spool` (a session's: `replay._spool`) keeps what it records out of memory: a
+recording that holds `SPOOL_PIECE` bytes of payloads writes them to the spool, and so does
+one that finishes once the tape keeps `KEPT_IN_MEMORY` bytes of payloads in memory; their
+interactions read them back from there when asked. So a session's memory does not grow with
+what it records (short recordings, the usual streams of a test, stay in memory).
 """
 
 from __future__ import annotations
@@ -18,12 +24,16 @@ import threading
 import time
 from collections.abc import Callable
 
+from replay._spool import SPOOL_PIECE, Spool, SpooledPayloads
 from replay.cassette import Cassette
 from replay.clock import Clock
 from replay.model import Chunks, Interaction, Request, Response, StreamEnd
 from replay.redact import Redactor
 
-__all__ = ["Recording", "Tape"]
+__all__ = ["KEPT_IN_MEMORY", "Recording", "Tape"]
+
+#: Bytes of payloads of finished recordings a tape with a spool keeps in memory.
+KEPT_IN_MEMORY = 8 * SPOOL_PIECE
 
 
 class Tape:
@@ -33,6 +43,7 @@ class Tape:
         cassette: receives each interaction, in the order they finish.
         redactor: what to scrub before anything is stored (default: credentials).
         on_recorded: called with each stored interaction (e.g. to log or save it).
+        spool: where long recordings keep their payloads (None: in memory).
     """
 
     def __init__(
@@ -41,8 +52,11 @@ class Tape:
         redactor: Redactor | None = None,
         *,
         on_recorded: Callable[[Interaction], None] | None = None,
+        spool: Spool | None = None,
     ) -> None:
         self.cassette = cassette
+        self.spool = spool
+        self._kept = 0  # bytes of payloads kept in memory
         self.redactor = redactor or Redactor()
         self.on_recorded = on_recorded
         self._lock = threading.Condition()
@@ -93,11 +107,22 @@ class Tape:
                 self._open.discard(recording)
                 self._lock.notify_all()
 
+    def keeps(self, size: int) -> bool:
+        """Whether a finished recording of `size` bytes of payloads may stay in memory (it
+        is then counted)."""
+        with self._lock:
+            if self.spool is not None and self._kept + size > KEPT_IN_MEMORY:
+                return False
+            self._kept += size
+            return True
+
     def forget(self) -> None:
         """In a forked child: the recordings in flight are the parent's; a fresh lock (another
-        thread may have held this one at the fork)."""
+        thread may have held this one at the fork); a spool of its own."""
         self._lock = threading.Condition()
         self._open = set()
+        if self.spool is not None:
+            self.spool = self.spool.fresh()
 
     def finish(self, timeout: float) -> None:
         """Wait up to `timeout` seconds for the recordings in flight to end, then end the rest
@@ -133,7 +158,11 @@ class Recording:
         self.headers: list[tuple[str, str]] = []
         self.headers_at = 0.0
         self._times: list[float] = []
-        self._payloads: list[bytes] = []
+        self._payloads: list[bytes] = []  # those not in the spool (the last ones)
+        self._held = 0  # their bytes
+        self._offsets: list[int] = []  # where those in the spool are (the first ones)
+        self._lengths: list[int] = []
+        self._spilling = tape.spool is not None  # (until the spool fails)
         self._lock = threading.Lock()
         self.finished = False
         #: The chunks are stamped by a reader on the client's event loop (not a thread).
@@ -159,6 +188,34 @@ class Recording:
                     at = self._times[-1]
                 self._times.append(at)
                 self._payloads.append(data)
+                self._held += len(data)
+                if self._held >= SPOOL_PIECE and self._spilling:
+                    self._spill()
+
+    def _spill(self) -> bool:
+        """Move the payloads held in memory to the spool; whether they went (if not, they
+        stay, and so do the ones to come)."""
+        assert self.tape.spool is not None
+        offset = self.tape.spool.add(self._payloads)
+        if offset is None:
+            self._spilling = False
+            return False
+        for payload in self._payloads:
+            self._offsets.append(offset)
+            self._lengths.append(len(payload))
+            offset += len(payload)
+        self._payloads.clear()
+        self._held = 0
+        return True
+
+    def _chunks(self) -> Chunks:
+        """The chunks, their payloads in memory or in the spool."""
+        times, spool, held = tuple(self._times), self.tape.spool, self._payloads
+        if spool is None or (not self._offsets and self.tape.keeps(self._held)):
+            return Chunks(times, held)
+        if held and not (self._spilling and self._spill()):  # the spool failed: in memory
+            return Chunks(times, (*SpooledPayloads(spool, self._offsets, self._lengths), *held))
+        return Chunks._kept(times, SpooledPayloads(spool, self._offsets, self._lengths))
 
     def finish(self, *, error: BaseException | None = None, stopped_by: str | None = None) -> None:
         """End the recording now (the first call wins) and store it on the tape.
@@ -172,11 +229,11 @@ class Recording:
             if self.finished:
                 return
             self.finished = True
-            times, payloads = tuple(self._times), tuple(self._payloads)
+            chunks = self._chunks()
         if not self.status:  # never got headers (refused, or cut off): nothing to record
             self.tape.store(self, None)
             return
-        at = max(self.elapsed(), times[-1] if times else self.headers_at)
+        at = max(self.elapsed(), chunks.times[-1] if chunks.times else self.headers_at)
         end = StreamEnd(
             at=at,
             error=None if error is None else type(error).__name__,
@@ -188,7 +245,7 @@ class Recording:
             status=self.status,
             headers=self.headers,
             headers_at=self.headers_at,
-            chunks=Chunks(times, payloads),
+            chunks=chunks,
             end=end,
         )
         self.tape.store(self, Interaction(self.request, response))

@@ -161,7 +161,7 @@ class Stepper:
         end = self.response.end
         return _EOF if end.error is None else End(end.error, end.message)
 
-    def rest_at_once(self) -> tuple[bytes, ...] | None:
+    def rest_at_once(self) -> Sequence[bytes] | None:
         """At instant speed, with no timeout and nothing taken yet but the headers: all the
         payloads, handed out at once (the shell then asks `next()` for the end); else None.
 
