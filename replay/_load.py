@@ -33,7 +33,8 @@ from typing import Any
 
 import msgpack
 
-from replay._validate import Floats, expect, interaction_of, quick, shown
+from replay._spool import SpooledPayloads
+from replay._validate import Floats, Kept, expect, interaction_of, quick, shown
 from replay._walk import (
     MAX_FIELDS,
     BadElement,
@@ -293,6 +294,9 @@ def _column(name: str) -> Reader:
             walker.charge(count, _ELEMENT - _TIME, where)
         else:
             walker.charge(count, _ELEMENT, where)
+            places = walker.places(count, size) if walker.fileno is not None else None
+            if places is not None:
+                return Kept(SpooledPayloads(walker.file_bytes(), *places))
         try:
             return walker.column(count)
         except BadElement as bad:

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
 
-__all__ = ["SPOOL_PIECE", "Spool", "SpooledPayloads"]
+__all__ = ["SPOOL_PIECE", "FileBytes", "Spool", "SpooledPayloads"]
 
 #: Bytes of payloads a recording holds in memory before it writes them to the spool.
 SPOOL_PIECE = 1024 * 1024
@@ -70,13 +70,7 @@ class Spool:
     def read(self, offset: int, size: int) -> bytes:
         """The `size` bytes written at `offset`."""
         assert self._fd is not None
-        data = os.pread(self._fd, size, offset)
-        while len(data) < size:  # (a regular file reads whole, but a read may be short)
-            more = os.pread(self._fd, size - len(data), offset + len(data))
-            if not more:
-                raise OSError(f"the spool ends at {offset + len(data)}, before {offset + size}")
-            data += more
-        return data
+        return _read(self._fd, offset, size)
 
     def _open(self) -> int:
         if self._fd is None:
@@ -90,6 +84,30 @@ class Spool:
             weakref.finalize(self, os.close, fd)
             self._fd = fd
         return self._fd
+
+
+class FileBytes:
+    """An open file's bytes, read where asked (a cassette whose payloads are left in it:
+    `replay._load`); its own descriptor, closed when nothing reads it any more. A file
+    replaced by a save (a rename) is still read as it was."""
+
+    def __init__(self, fileno: int) -> None:
+        self._fd = os.dup(fileno)
+        weakref.finalize(self, os.close, self._fd)
+
+    def read(self, offset: int, size: int) -> bytes:
+        """The `size` bytes at `offset`."""
+        return _read(self._fd, offset, size)
+
+
+def _read(fd: int, offset: int, size: int) -> bytes:
+    data = os.pread(fd, size, offset)
+    while len(data) < size:  # (a regular file reads whole, but a read may be short)
+        more = os.pread(fd, size - len(data), offset + len(data))
+        if not more:
+            raise OSError(f"the file ends at {offset + len(data)}, before {offset + size}")
+        data += more
+    return data
 
 
 def _write_all(fd: int, payloads: Sequence[bytes], size: int) -> None:
@@ -106,14 +124,16 @@ def _write_all(fd: int, payloads: Sequence[bytes], size: int) -> None:
 
 
 class SpooledPayloads(Sequence[bytes]):
-    """A column of payloads kept in a `Spool`: each read when asked for.
+    """A column of payloads kept in a `Spool` (or a `FileBytes`): each read when asked for.
 
     Compares, hashes and pickles as the tuple of its payloads.
     """
 
     __slots__ = ("lengths", "offsets", "size", "spool")
 
-    def __init__(self, spool: Spool, offsets: Sequence[int], lengths: Sequence[int]) -> None:
+    def __init__(
+        self, spool: Spool | FileBytes, offsets: Sequence[int], lengths: Sequence[int]
+    ) -> None:
         self.spool = spool
         self.offsets = tuple(offsets)
         self.lengths = tuple(lengths)

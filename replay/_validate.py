@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from replay._spool import SpooledPayloads
 from replay._walk import LoadError, Skipped
 from replay.model import (
     MAX_SECONDS,
@@ -28,7 +29,7 @@ from replay.model import (
     time_problem,
 )
 
-__all__ = ["Floats", "expect", "interaction_of", "quick", "shown"]
+__all__ = ["Floats", "Kept", "expect", "interaction_of", "quick", "shown"]
 
 _MISSED = object()
 
@@ -43,6 +44,16 @@ class Floats:
     __slots__ = ("values",)
 
     def __init__(self, values: tuple[float, ...]) -> None:
+        self.values = values
+
+
+class Kept:
+    """A payload column the walker left in the file (every payload bytes, read when asked
+    for: `replay._spool.SpooledPayloads`)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: SpooledPayloads) -> None:
         self.values = values
 
 
@@ -109,7 +120,7 @@ def quick(value: object) -> Interaction | None:
         and type(truncated) is bool
         and stopped_by in STOPPERS
         and (stopped_by is None) != truncated
-        and type(payloads) in _LIST
+        and (type(payloads) in _LIST or type(payloads) is Kept)
         and (type(times) in _LIST or type(times) is Floats)
         # What the validators refuse (a NaN fails every comparison); the chunks lie between
         # the two times, so they are bounded too:
@@ -123,7 +134,9 @@ def quick(value: object) -> Interaction | None:
     if request_headers is None or response_headers is None:
         return None
     try:  # every time a number, in order, finite; every payload bytes
-        if type(times) is Floats:
+        if type(payloads) is Kept:
+            body_chunks = _kept(times, payloads)
+        elif type(times) is Floats:
             body_chunks = Chunks._of_floats(times.values, tuple(payloads))
         else:
             body_chunks = Chunks(times, payloads)
@@ -223,13 +236,16 @@ def _response(value: dict[Any, Any], where: str) -> Response:
 def _chunks(value: dict[Any, Any], where: str) -> Chunks:
     floats = value.get("at")
     times = floats.values if type(floats) is Floats else _field(value, "at", list, where)
-    payloads = _field(value, "data", list, where)
+    kept = value.get("data")
+    payloads = kept.values if type(kept) is Kept else _field(value, "data", list, where)
     if len(times) != len(payloads):
         raise LoadError(
             f"{where}: the columns differ in length ({len(times)} in 'at', "
             f"{len(payloads)} in 'data'): each chunk needs a time and its bytes"
         )
     try:  # Chunks names the chunk at fault
+        if type(kept) is Kept:
+            return _kept(floats if type(floats) is Floats else times, kept)
         if type(floats) is Floats:  # `times` is its tuple, `payloads` the walker's tuple
             return Chunks._of_floats(times, tuple(payloads))
         return Chunks(times, payloads)
@@ -240,6 +256,16 @@ def _chunks(value: dict[Any, Any], where: str) -> Chunks:
         if problem is not None:
             raise LoadError(f"{where}[{index}].at: {problem}") from exc
         raise LoadError(f"{where}: {exc}") from exc
+
+
+def _kept(times: Floats | list[Any] | tuple[Any, ...], payloads: Kept) -> Chunks:
+    """The chunks of a payload column left in the file.
+
+    Raises:
+        ValueError, TypeError: a time is not a number, or they are not in order.
+    """
+    values = times.values if isinstance(times, Floats) else tuple(times)
+    return Chunks._kept(values, payloads.values)
 
 
 def _end(value: dict[Any, Any], where: str) -> StreamEnd:

@@ -16,9 +16,10 @@ asked for:
   the file's size (`MAX_EXPANSION`); a file that would go past it is refused.
 
 The document is the file's bytes, or (a long file) a read-only memory map of it with the
-file's descriptor: the Unpackers then read it with `os.pread`, a piece at a time, so that
-loading a long stream holds its payloads once, not the file's bytes beside them (the map's
-pages are touched only where the skeleton looks: a few per interaction).
+file's descriptor: the Unpackers then read it with `os.pread`, a piece at a time, and the
+map's pages are touched only where the skeleton looks. A column of long payloads is then not
+built at all: `places` finds where each payload lies (every element a bin, whole within the
+file), and the loader leaves them in the file, to be read when played.
 
 When anything fails, `_load.check_document` (one pass in C that builds nothing) tells first
 what `unpackb` would have: a truncated file, stray bytes after the document, values nested
@@ -34,6 +35,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeAlias
 
 import msgpack
+
+from replay._spool import FileBytes
 
 __all__ = [
     "MAX_EXPANSION",
@@ -65,6 +68,11 @@ _FILE_READ_SIZE = 64 * 1024
 #: seek (skipping holds each element's bytes whole in the Unpacker's buffer).
 _SKIPPED_COLUMN = 256
 _SKIPPED_BYTES = 64 * 1024
+#: A column is left in the file (`places`) when its payloads are this long on average, as
+#: its first `_SAMPLED` show (else it is built: short ones cost more to read one by one).
+_LEFT_FROM = 1024
+_SAMPLED = 1024
+_BIN_HEADER = {0xC4: 1, 0xC5: 2, 0xC6: 4}  # the bytes of a bin's length, by its first byte
 
 if TYPE_CHECKING:
     import mmap
@@ -178,6 +186,7 @@ class Walker:
     def __init__(self, data: Document, fileno: int | None = None) -> None:
         self.data = data
         self.fileno = fileno
+        self._file_bytes: FileBytes | None = None
         self.budget = max(MIN_BUDGET, MAX_EXPANSION * len(data))
         self.spent = 0
         limit = len(data)
@@ -198,6 +207,13 @@ class Walker:
         self._column["list_hook"] = _refuse
         self._base = 0
         self.unpacker = self._unpacker(0, self._skeleton)
+
+    def file_bytes(self) -> FileBytes:
+        """The file, for payloads left in it (one descriptor for all of them)."""
+        assert self.fileno is not None
+        if self._file_bytes is None:
+            self._file_bytes = FileBytes(self.fileno)
+        return self._file_bytes
 
     def _unpacker(self, position: int, limits: dict[str, Any]) -> msgpack.Unpacker:
         source, read_size = stream(self.data, position, self.fileno)
@@ -401,6 +417,41 @@ class Walker:
         else:
             length = first & (0x1F if kind == "str" else 0x0F)
         return f"{kind} of length {length}"
+
+    def places(self, count: int, size: int) -> tuple[list[int], list[int]] | None:
+        """Where the payloads of the list of `count` elements that comes next (its header
+        `size` bytes) lie in the file, and their lengths, if each is a bin within the file
+        and they are long (see `_LEFT_FROM`); found reading only their headers, and past
+        them. None if not (nothing was read: the list is to be built, which says what is
+        wrong with it, if anything).
+
+        The headers are read with `os.pread`, not from the map: a page of it touched brings
+        its neighbours in (some 64 KiB), and so would the whole column.
+        """
+        assert self.fileno is not None
+        fileno = self.fileno
+        at = self.position + size
+        end = len(self.data)
+        offsets: list[int] = []
+        lengths: list[int] = []
+        for index in range(count):
+            header = os.pread(fileno, 5, at)
+            width = _BIN_HEADER.get(header[0]) if header else None
+            if width is None or len(header) < 1 + width:
+                return None
+            length = int.from_bytes(header[1 : 1 + width], "big")
+            at += 1 + width
+            if at + length > end:
+                return None  # (building it says: truncated)
+            offsets.append(at)
+            lengths.append(length)
+            at += length
+            if index + 1 == _SAMPLED and at - self.position < _LEFT_FROM * _SAMPLED:
+                return None
+        if at - self.position < _LEFT_FROM * count:
+            return None
+        self.seek(at)
+        return offsets, lengths
 
     def float64s(self, count: int, size: int) -> tuple[float, ...] | None:
         """The list of `count` elements that comes next (its header `size` bytes), if they

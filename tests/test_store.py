@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 import replay
 from replay import Cassette, CassetteFormatError, Chunk, Interaction, Request, Response, StreamEnd
 from replay._load import LoadError, read_interactions, read_mapped
+from replay._spool import SpooledPayloads
 from replay.store import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -347,6 +348,18 @@ def mapped_documents() -> dict[str, bytes]:
     documents["trailing bytes"] = long + b"\x00"
     documents["long"] = long  # past `_load._PROBE_MAX`: walked
     assert len(long) > 64 * 1024
+    # Long payloads: left in the file when it is mapped (`_walk.Walker.places`).
+    chunks = [Chunk(i / 1000, bytes([i]) * 4000) for i in range(40)]
+    payloads = dumps(
+        [Interaction(Request(method="GET", url="http://h/"), Response(status=200, chunks=chunks))]
+    )
+    documents["long payloads"] = payloads
+    documents["long payloads, in bin 32"] = payloads.replace(b"\xc5\x0f\xa0", b"\xc6\0\0\x0f\xa0")
+    cuts = random.Random(8).sample(range(1, len(payloads)), 30)
+    documents |= {f"long payloads cut at {cut}": payloads[:cut] for cut in cuts}
+    document = msgpack.unpackb(payloads)
+    document["interactions"][0]["response"]["chunks"]["data"][30] = "x" * 4000
+    documents["long payloads, one a str"] = msgpack.packb(document, use_bin_type=True)
     return documents
 
 
@@ -358,6 +371,19 @@ def test_a_file_read_mapped_loads_as_it_does_read_into_memory(tmp_path: Path) ->
         with path.open("rb") as file:
             mapped = outcome(read_mapped, file.fileno())
         assert mapped == outcome(read_interactions, data), name
+
+
+def test_long_payloads_of_a_mapped_file_are_left_in_it_and_read_when_asked(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "c.msgpack"
+    path.write_bytes(mapped_documents()["long payloads"])
+    with path.open("rb") as file:
+        [interaction] = read_mapped(file.fileno())
+    path.unlink()  # (read from the descriptor kept: as when a save replaces the file)
+    payloads = interaction.response.chunks.payloads
+    assert isinstance(payloads, SpooledPayloads)
+    assert list(payloads) == [bytes([i]) * 4000 for i in range(40)]
 
 
 def valid_document() -> Any:

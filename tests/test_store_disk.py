@@ -417,10 +417,13 @@ def test_a_session_recording_long_streams_takes_no_more_memory_for_more_of_them(
     tmp_path: Path,
 ) -> None:
     # Each stream's payloads go to the spool as they come: the session held all of them.
+    # Replayed, they are read from the cassette as they are played: it held them all too.
     size = BIG // 2
     recorded = measured(tmp_path, "all", size=size, count=4)
     assert recorded["growth"] < 1.5 * size, recorded
     assert len(load_interactions(tmp_path / "big-4.msgpack")) == 4
+    replayed = measured(tmp_path, "none", recorded["url"], size=size, count=4)
+    assert replayed["growth"] < 1.5 * size, replayed
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="peak memory from /proc")
