@@ -30,6 +30,7 @@ __all__ = ["SPOOL_PIECE", "FileBytes", "Spool", "SpooledPayloads"]
 SPOOL_PIECE = 1024 * 1024
 
 _POSIX = hasattr(os, "pread") and hasattr(os, "writev")
+_IOV_MAX = 1024  # (Linux's: the most buffers one `writev` takes)
 
 
 class Spool:
@@ -58,8 +59,7 @@ class Spool:
             if self._broken:
                 return None
             try:
-                fd = self._open()
-                _write_all(fd, payloads, size)
+                _write_all(self._open(), payloads)
             except OSError:
                 self._broken = True  # (the disk full...: what comes next stays in memory)
                 return None
@@ -110,17 +110,19 @@ def _read(fd: int, offset: int, size: int) -> bytes:
     return data
 
 
-def _write_all(fd: int, payloads: Sequence[bytes], size: int) -> None:
+def _write_all(fd: int, payloads: Sequence[bytes]) -> None:
+    """Write `payloads` at the file's position, as many at a time as `writev` takes."""
     views = [memoryview(payload) for payload in payloads if payload]
-    written = 0
-    while written < size:
-        done = os.writev(fd, views[:1024])  # (IOV_MAX is 1024 on Linux)
-        written += done
-        while views and done >= len(views[0]):
-            done -= len(views[0])
-            views.pop(0)
-        if done:
-            views[0] = views[0][done:]
+    first = 0
+    while first < len(views):
+        done = os.writev(fd, views[first : first + _IOV_MAX])
+        while done:  # go past what was written (a write may stop within a payload)
+            size = len(views[first])
+            if done < size:
+                views[first] = views[first][done:]
+                break
+            done -= size
+            first += 1
 
 
 class SpooledPayloads(Sequence[bytes]):

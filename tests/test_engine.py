@@ -335,3 +335,12 @@ def test_short_recordings_go_to_the_spool_once_the_tape_keeps_enough_in_memory(
     for _ in range(20):
         spooled_recording(in_memory_tape, body)
     assert dumps(tape.cassette.interactions) == dumps(in_memory_tape.cassette.interactions)
+
+
+def test_a_long_recording_of_short_chunks_is_spooled_and_read_back_whole(tmp_path: Path) -> None:
+    # Some 10,000 payloads a piece: written by several `writev`s, each of at most 1,024.
+    payloads = [b"data: %d\n\n" % i + b"x" * (i % 200) for i in range(20_000)]
+    assert sum(map(len, payloads)) > SPOOL_PIECE
+    interaction = spooled_recording(Tape(Cassette(), spool=Spool(tmp_path)), payloads)
+    assert isinstance(interaction.response.chunks.payloads, SpooledPayloads)
+    assert list(interaction.response.chunks.payloads) == payloads
