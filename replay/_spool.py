@@ -81,7 +81,7 @@ class Spool:
             self.directory.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
             os.unlink(path)  # nameless from now on: gone with the last descriptor
-            weakref.finalize(self, os.close, fd)
+            _close_when_gone(self, fd)
             self._fd = fd
         return self._fd
 
@@ -93,11 +93,17 @@ class FileBytes:
 
     def __init__(self, fileno: int) -> None:
         self._fd = os.dup(fileno)
-        weakref.finalize(self, os.close, self._fd)
+        _close_when_gone(self, self._fd)
 
     def read(self, offset: int, size: int) -> bytes:
         """The `size` bytes at `offset`."""
         return _read(self._fd, offset, size)
+
+
+def _close_when_gone(owner: object, fd: int) -> None:
+    """Close `fd` once `owner` is garbage, and not before, even at exit: the exit of a session
+    (an `atexit` hook of `replay record`'s programs) still reads it."""
+    weakref.finalize(owner, os.close, fd).atexit = False
 
 
 def _read(fd: int, offset: int, size: int) -> bytes:

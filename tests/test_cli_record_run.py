@@ -664,3 +664,18 @@ def test_a_mismatch_inside_replay_run_advises_its_flags(
     assert "To record it, run again with --mode new_episodes" in result.stderr
     assert "record_mode=" not in result.stderr
     assert fast_origin.requests == []
+
+
+def test_record_keeps_a_stream_long_enough_to_be_spooled(tmp_path: Path) -> None:
+    # Its payloads wait in the session's spool until the session ends, at the program's exit:
+    # the spool's descriptor must outlive the exit hooks that would close it first.
+    block = bytes(range(256)) * 256
+    routes = {"/v1/responses": Script(chunks=[(0.0, block)] * 48)}  # 3 MiB: past SPOOL_PIECE
+    out = tmp_path / "long.msgpack"
+    with Origin(routes) as origin:
+        result = replay_cli("record", str(out), "--", sys.executable, program(tmp_path, STREAM),
+                            origin.url)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [f"200 {48 * len(block)}"]
+    [interaction] = replay.Cassette.load(out).interactions
+    assert b"".join(interaction.response.chunks.payloads) == block * 48
