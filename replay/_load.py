@@ -21,8 +21,11 @@ The slice that fits is guessed from the interactions before (twice the last one'
 a cassette of like interactions is read with one `unpackb` each.
 
 A long file is mapped rather than read (`read_mapped`, which `store` uses past
-`store.MAPPED_FROM`): the walker's Unpackers read it a piece at a time, so that its payloads
-are in memory once, not beside the file's bytes; every check is the same.
+`store.MAPPED_FROM`): the walker's Unpackers read it a piece at a time, and a column of long
+payloads is left in the file (`Walker.places`: each element found to be a bin within the
+file, from its header), its payloads read when played (`_spool.SpooledPayloads`). Loading a
+long stream then takes little memory, and never the file's bytes beside the payloads built
+from them; every check is the same, and a column that fails one is built, to say what.
 """
 
 from __future__ import annotations
