@@ -127,7 +127,7 @@ def _event_count(response: Response) -> tuple[str, str | None]:
     if kind is None:
         return "0", None
     try:
-        return str(len(framing.events(response, kind))), None
+        return str(framing.count(response, kind)), None
     except ValueError as error:  # damaged, unknown, missing its extra, past the limit
         return "?", str(error)
 

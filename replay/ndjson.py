@@ -11,15 +11,22 @@ its LF is still an event: `close()` returns it (JSON Lines allows it).
 Each line becomes a `replay.sse.Event` whose `data` is the line and whose `event` name says
 what the line is (`event_name`): its JSON `type` when it has one, `done` for a final line
 (`"done": true`, as Ollama ends), else `message`.
+
+A recorded stream is read whole by `scan` (the body cut at every LF at once, each line read
+as `feed()` reads it), each event tagged with the number of its LF; `line_ends` says which
+chunk holds each LF.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Sequence
 
-from replay.sse import Event
+from replay._bulk import building
+from replay.sse import Event, Row
 
-__all__ = ["NDJSONParser", "event_name", "parse"]
+__all__ = ["NDJSONParser", "event_name", "line_ends", "parse", "scan"]
 
 _BOM = "\ufeff"
 
@@ -79,18 +86,43 @@ class NDJSONParser:
         return events
 
     def _line(self, raw: bytes, events: list[Event]) -> None:
-        text = raw.decode("utf-8", errors="replace")
-        if not self._started:
-            self._started = True
-            text = text.removeprefix(_BOM)
-        text = text.removesuffix("\r")
-        if text.strip():
+        text = _text(raw, first=not self._started)
+        self._started = True
+        if text is not None:
             events.append(Event(event=event_name(text), data=text))
+
+
+def _text(raw: bytes, *, first: bool) -> str | None:
+    """A line's text (its CR dropped, a BOM opening the stream too); None for a blank line."""
+    text = raw.decode("utf-8", errors="replace")
+    if first:
+        text = text.removeprefix(_BOM)
+    text = text.removesuffix("\r")
+    return text if text.strip() else None
+
+
+def scan(pieces: Sequence[bytes]) -> list[Row]:
+    """Read a complete stream, given as its chunks, at once: every event (line), each with
+    the number of the LF that ended it (a last line without one: the number of LFs, past
+    every chunk in `line_ends`). What `NDJSONParser` gives fed the same chunks, then closed.
+    """
+    rows: list[Row] = []
+    with building():
+        for number, raw in enumerate(b"".join(pieces).split(b"\n")):
+            text = _text(raw, first=number == 0)
+            if text is not None:
+                rows.append((number, event_name(text), text, "", None))
+    return rows
+
+
+def line_ends(pieces: Sequence[bytes]) -> list[int]:
+    """How many LFs the stream holds by the end of each of its chunks: the LF numbered `n`
+    by `scan` is in chunk `bisect_right(line_ends(pieces), n)`."""
+    return list(itertools.accumulate(map(bytes.count, pieces, itertools.repeat(b"\n"))))
 
 
 def parse(data: bytes) -> list[Event]:
     """Parse a complete stream at once: feed everything, then close."""
-    parser = NDJSONParser()
-    events = parser.feed(data)
-    events.extend(parser.close())
-    return events
+    rows = scan([data])
+    with building():
+        return [Event(*row[1:]) for row in rows]

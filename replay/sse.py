@@ -2,25 +2,39 @@
 
 Design: bytes go through an incremental UTF-8 decoder (errors="replace"), so a multi-byte
 character split across ``feed()`` calls decodes whole. The decoded text is cut into lines
-with one C-level regex scan; only the trailing partial line is kept, as a list of pieces
+with one C-level regex split; only the trailing partial line is kept, as a list of pieces
 joined once when its terminator arrives, so total work stays linear however the stream is
 chunked. A CR ends its line at once (an event it completes is returned by that very
 ``feed()``); ``_skip_lf`` then swallows an LF opening the next chunk, so a CRLF split
 across two chunks is still one line ending. Each complete line is interpreted exactly as
 the spec says; nothing is ever held back once its terminator has been seen.
+
+A recorded stream is read whole by ``scan``: the body decoded and cut into lines at once,
+the lines interpreted by the same loop as ``feed()``'s, and each event tagged with the
+number of the line ending that dispatched it; ``line_ends`` counts the line endings each
+chunk begins, which is all that is needed to know which chunk completed each event. (The
+chunk-by-chunk parser would cost a Python call per chunk: seconds for a million chunks.)
 """
 
 from __future__ import annotations
 
 import codecs
+import itertools
 import re
+from collections.abc import Sequence
 
 import attrs
 
-__all__ = ["Event", "SSEParser", "parse"]
+from replay._bulk import building
+
+__all__ = ["Event", "Row", "SSEParser", "line_ends", "parse", "scan"]
 
 _EOL = re.compile(r"\r\n?|\n")
 _BOM = "\ufeff"
+
+#: An event as ``scan`` gives it: the number of the line ending that dispatched it
+#: (0-based, counting every line ending of the stream), then its type, data, id and retry.
+Row = tuple[int, str, str, str, int | None]
 
 
 @attrs.frozen
@@ -75,27 +89,23 @@ class SSEParser:
             return []
         if not self._started:
             self._started = True
-            if text[0] == _BOM:
-                text = text[1:]
+            text = text.removeprefix(_BOM)
         if self._skip_lf and text:
             self._skip_lf = False
-            if text[0] == "\n":
-                text = text[1:]
-        events: list[Event] = []
-        start = 0
-        for match in _EOL.finditer(text):
-            line = text[start : match.start()]
-            if self._pending:
-                self._pending.append(line)
-                line = "".join(self._pending)
-                self._pending.clear()
-            self._process_line(line, events)
-            start = match.end()
-        if start < len(text):
-            self._pending.append(text[start:])
-        elif text.endswith("\r"):
-            self._skip_lf = True
-        return events
+            text = text.removeprefix("\n")
+        if not text:
+            return []
+        lines = _EOL.split(text)
+        partial = lines.pop()  # "" when the text ends with a line ending
+        if lines and self._pending:
+            self._pending.append(lines[0])
+            lines[0] = "".join(self._pending)
+            self._pending.clear()
+        if partial:
+            self._pending.append(partial)
+        else:
+            self._skip_lf = text.endswith("\r")
+        return [Event(*row[1:]) for row in self._interpret(lines)]
 
     def close(self) -> list[Event]:
         """Signal end of stream. Any incomplete line and undispatched event are discarded,
@@ -109,47 +119,96 @@ class SSEParser:
             self._retry = None
         return []
 
-    def _process_line(self, line: str, events: list[Event]) -> None:
-        if not line:
-            self._dispatch(events)
-            return
-        if line[0] == ":":
-            return  # comment
+    def _interpret(self, lines: list[str]) -> list[Row]:
+        """Interpret complete `lines`, in order; the events their blank lines dispatch.
+
+        The hot loop of reading a recorded stream: the state is kept in locals, and the
+        usual lines (`data:` and blank) are taken first, inline.
+        """
+        rows: list[Row] = []
+        data = self._data
+        kind, retry = self._event_type, self._retry
+        for number, line in enumerate(lines):
+            if not line:  # a blank line: dispatch the block
+                self._last_event_id = self._last_id_buffer
+                if data:
+                    rows.append(
+                        (number, kind or "message", "\n".join(data), self._last_id_buffer, retry)
+                    )
+                    data.clear()
+                kind, retry = "", None
+            elif line.startswith("data:"):
+                data.append(line[6:] if line[5:6] == " " else line[5:])
+            elif line[0] != ":":  # (a comment is ignored)
+                kind, retry = self._field(line, kind, retry)
+        self._event_type, self._retry = kind, retry
+        return rows
+
+    def _field(self, line: str, kind: str, retry: int | None) -> tuple[str, int | None]:
+        """Apply a field line other than `data:`; the block's event type and retry after it."""
         name, colon, value = line.partition(":")
         if colon and value[:1] == " ":
             value = value[1:]
         if name == "data":
             self._data.append(value)
         elif name == "event":
-            self._event_type = value
+            kind = value
         elif name == "id":
             if "\0" not in value:  # an id containing NULL is ignored
                 self._last_id_buffer = value
         elif (
             name == "retry" and value.isascii() and value.isdigit() and len(value) <= _RETRY_DIGITS
         ):
-            self._retry = int(value)  # (a longer one is a value no client can use: ignored)
+            retry = int(value)  # (a longer one is a value no client can use: ignored)
         # any other field name is ignored
+        return kind, retry
 
-    def _dispatch(self, events: list[Event]) -> None:
-        self._last_event_id = self._last_id_buffer
-        if self._data:
-            events.append(
-                Event(
-                    event=self._event_type or "message",
-                    data="\n".join(self._data),
-                    id=self._last_id_buffer,
-                    retry=self._retry,
-                )
-            )
-            self._data.clear()
-        self._event_type = ""
-        self._retry = None
+
+def scan(pieces: Sequence[bytes]) -> list[Row]:
+    """Read a complete stream, given as its chunks, at once: every event it dispatches,
+    each with the number of the line ending that dispatched it (see `line_ends` for the
+    chunk that line ending is in). What `SSEParser` gives fed the same chunks, then closed.
+    """
+    text = b"".join(pieces).decode("utf-8", errors="replace").removeprefix(_BOM)
+    with building():
+        lines = _EOL.split(text) if "\r" in text else text.split("\n")
+        lines.pop()  # the unterminated last line (or ""): never interpreted
+        return SSEParser()._interpret(lines)
+
+
+def line_ends(pieces: Sequence[bytes]) -> list[int]:
+    """How many line endings the stream has begun by the end of each of its chunks.
+
+    The line ending numbered `n` by `scan` is in chunk `bisect_right(line_ends(pieces), n)`.
+    A line ending is an LF, a CR, or a CR LF (one, even when its CR ends one chunk and
+    its LF opens a later one). These are ASCII bytes, which UTF-8 never uses inside a
+    character, so they are counted in the raw bytes.
+    """
+    lf = b"\n"
+    counts = list(map(bytes.count, pieces, itertools.repeat(lf)))
+    if any(map(bytes.__contains__, pieces, itertools.repeat(b"\r"))):
+        counts = [
+            lfs + piece.count(b"\r") - piece.count(b"\r\n")
+            for lfs, piece in zip(counts, pieces, strict=True)
+        ]
+        for index in itertools.compress(
+            range(len(pieces)), map(bytes.startswith, pieces, itertools.repeat(lf))
+        ):
+            if _byte_before(pieces, index) == b"\r":
+                counts[index] -= 1  # the LF of a CR LF split between two chunks
+    return list(itertools.accumulate(counts))
+
+
+def _byte_before(pieces: Sequence[bytes], index: int) -> bytes:
+    """The last byte of the stream before chunk `index` (b"" at its start)."""
+    for earlier in range(index - 1, -1, -1):
+        if pieces[earlier]:
+            return pieces[earlier][-1:]
+    return b""
 
 
 def parse(data: bytes) -> list[Event]:
-    """Parse a complete stream at once: feed everything, then close."""
-    parser = SSEParser()
-    events = parser.feed(data)
-    events.extend(parser.close())
-    return events
+    """Parse a complete stream at once: what `SSEParser` gives fed it, then closed."""
+    rows = scan([data])
+    with building():
+        return [Event(*row[1:]) for row in rows]

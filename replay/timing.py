@@ -48,6 +48,8 @@ def _response(stream: ResponseLike) -> Response:
 
 
 def _data(event: TimedEvent) -> dict[str, object]:
+    if not event.data.lstrip(" \t\n\r").startswith("{"):
+        return {}  # no JSON object: spare the parser's exception (seconds for 1M events)
     try:
         data = json.loads(event.data)
     except ValueError:

@@ -8,6 +8,7 @@ has them with their times, and has a time to first token.
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import replay
 from replay import describe, diff, framing, ndjson, timing
@@ -145,6 +148,44 @@ def test_events_of_ndjson_are_timed_by_the_chunk_that_completes_them() -> None:
         (0.4, "done"),
     ]
     assert json.loads(events[1].data)["message"]["content"] == "lo"
+
+
+# Pieces that make the framings' corner cases when strung together: line endings of each
+# kind, fields of each name, comments, a BOM, characters cut in two, bytes that are no UTF-8.
+PIECES = [
+    b"\r", b"\n", b"\r\n", b"\n\n", b"data", b"data:", b"data: ", b"event:x", b"id: 7",
+    b"id:\x00", b"retry: 12", b"retry:x", b":c", b"x", b" ", b"\xef\xbb\xbf", b"\xe2\x82",
+    b"\xac", b"\xff", b'{"type":"a"}', b'{"done":true}',
+]  # fmt: skip
+
+
+def fed_chunk_by_chunk(kind: framing.Framing, response: Response) -> list[tuple[object, ...]]:
+    """What the incremental parser gives, each event at the time of the chunk it came in."""
+    parser = framing.parser(kind)
+    timed = [(chunk.at, event) for chunk in response.chunks for event in parser.feed(chunk.data)]
+    timed += [(response.end.at, event) for event in parser.close()]
+    return [(at, event.event, event.data, event.id, event.retry) for at, event in timed]
+
+
+@given(
+    st.lists(st.sampled_from(PIECES), max_size=30),
+    st.lists(st.integers(min_value=0, max_value=200), max_size=8),
+    st.sampled_from(["sse", "ndjson"]),
+)
+def test_events_read_whole_are_those_of_the_parser_fed_chunk_by_chunk(
+    pieces: list[bytes], cuts: list[int], kind: framing.Framing
+) -> None:
+    # `events` reads the body at once and finds which chunk completed each event; the
+    # parser fed chunk by chunk is the reference.
+    body = b"".join(pieces)
+    bounds = [0, *sorted(min(cut, len(body)) for cut in cuts), len(body)]
+    chunks = [Chunk(float(n), body[a:b]) for n, (a, b) in enumerate(itertools.pairwise(bounds))]
+    response = Response(status=200, chunks=chunks, end=StreamEnd(at=99.0))
+    events = framing.events(response, kind)
+    assert [(e.at, e.event, e.data, e.id, e.retry) for e in events] == fed_chunk_by_chunk(
+        kind, response
+    )
+    assert framing.count(response, kind) == len(events)
 
 
 def test_a_body_of_no_framing_is_read_as_sse() -> None:

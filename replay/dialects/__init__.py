@@ -14,7 +14,6 @@ before a field existed) breaks no rule; a quirk the official SDK mis-assembles d
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Literal
 
@@ -24,6 +23,7 @@ from replay.dialects._common import (
     StreamLike,
     ToolCall,
     Violation,
+    json_object,
     read,
     without_truncation,
 )
@@ -71,11 +71,8 @@ def _detect(events: Sequence[EventLike]) -> Dialect | None:
     for event in events:
         if event.data == "[DONE]":
             return "chat"
-        try:
-            data = json.loads(event.data)
-        except ValueError:
-            continue
-        if not isinstance(data, dict):
+        data = json_object(event.data)
+        if data is None:
             continue
         kind = data.get("type")
         if isinstance(kind, str) and kind.startswith("response."):

@@ -216,13 +216,26 @@ class Report:
         self.violations.append(Violation(f"{self.dialect}.{rule}", message, index))
 
 
+def json_object(text: str) -> dict[str, object] | None:
+    """`text` parsed, when it is a JSON object; else None.
+
+    Text that cannot open an object (JSON allows only spaces, tabs and line breaks before
+    its `{`) is not handed to the parser: its exception costs some microseconds, seconds
+    over the million events of a long stream.
+    """
+    if not text.lstrip(" \t\n\r").startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def payload(event: EventLike, index: int, report: Report) -> dict[str, object] | None:
     """The event's data as a JSON object, or None (reported as `<dialect>.json`)."""
-    try:
-        value = json.loads(event.data)
-    except ValueError:
-        value = None
-    if isinstance(value, dict):
+    value = json_object(event.data)
+    if value is not None:
         return value
     report.add("json", f"the data is not a JSON object: {event.data[:60]!r}", index)
     return None

@@ -11,11 +11,10 @@ validated here (that is `validate`): a malformed event is skipped.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 
 from replay.dialects import detect
-from replay.dialects._common import StreamLike, read
+from replay.dialects._common import StreamLike, json_object, read
 
 __all__ = ["additions_and_payloads", "event_additions", "event_pieces", "stream_texts"]
 
@@ -82,7 +81,7 @@ def _read_into(texts: _Texts, stream: StreamLike) -> Iterator[Mapping[str, objec
     dialect = detect(events)
     for event in events:
         texts.last = []
-        payload = _payload(event.data)
+        payload = json_object(event.data)
         if payload is None:
             pass
         elif dialect == "responses":
@@ -94,14 +93,6 @@ def _read_into(texts: _Texts, stream: StreamLike) -> Iterator[Mapping[str, objec
         elif "done" in payload:  # an NDJSON line of Ollama's
             texts.ollama(payload)
         yield payload
-
-
-def _payload(data: str) -> Mapping[str, object] | None:
-    try:
-        value = json.loads(data)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _get(mapping: object, key: str) -> object:

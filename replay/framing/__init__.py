@@ -12,13 +12,16 @@ they agree on what a stream is and how many events it has.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from replay import ndjson, sse
-from replay._decoding import decoded_chunks
+from replay._bulk import building
+from replay._decoding import decoded_chunks, encodings
 
 if TYPE_CHECKING:
     from replay.model import Response, TimedEvent
@@ -29,6 +32,7 @@ __all__ = [
     "SSE_TYPES",
     "Framing",
     "Parser",
+    "count",
     "detect",
     "events",
     "framing_of_type",
@@ -140,17 +144,44 @@ def events(response: Response, framing: Framing | None = None) -> list[TimedEven
         DecodingError: (a ValueError) the body cannot be decoded, or decodes past the limit.
     """
     chosen = framing or detect(response) or "sse"
-    return _timed(parser(chosen), decoded_chunks(response), response.end.at)
+    times, pieces = _columns(response)
+    # The body is read whole (`scan`), then each event is given the time of the chunk that
+    # holds the line ending completing it: what a parser fed chunk by chunk would tell,
+    # without a Python call per chunk.
+    module = sse if chosen == "sse" else ndjson
+    return _timed(module.scan(pieces), module.line_ends(pieces), times, response.end.at)
+
+
+def count(response: Response, framing: Framing | None = None) -> int:
+    """How many events `events` gives, without making them (`replay show`'s column).
+
+    Raises:
+        DecodingError: (a ValueError) as `events` raises it.
+    """
+    chosen = framing or detect(response) or "sse"
+    return len((sse if chosen == "sse" else ndjson).scan(_columns(response)[1]))
+
+
+def _columns(response: Response) -> tuple[Sequence[float], Sequence[bytes]]:
+    """The decoded body's pieces and the time of each (see `decoded_chunks`)."""
+    if not encodings(response):
+        return response.chunks.times, response.chunks.payloads
+    pairs = list(decoded_chunks(response))
+    return [at for at, _ in pairs], [data for _, data in pairs]
 
 
 def _timed(
-    parser: Parser, pieces: Iterable[tuple[float, bytes]], end_at: float
+    rows: list[sse.Row], ends: list[int], times: Sequence[float], end_at: float
 ) -> list[TimedEvent]:
     from replay.model import TimedEvent
 
-    def timed(at: float, event: sse.Event) -> TimedEvent:
-        return TimedEvent(at=at, event=event.event, data=event.data, id=event.id, retry=event.retry)
-
-    out = [timed(at, event) for at, data in pieces for event in parser.feed(data)]
-    out.extend(timed(end_at, event) for event in parser.close())
-    return out
+    # Each row's chunk, then its time, in C-level passes (a line ending past every chunk:
+    # the end of the body, as `close()` would give it).
+    lines = [row[0] for row in rows]
+    chunks = map(bisect.bisect_right, itertools.repeat(ends), lines)
+    ats = map([*times, end_at].__getitem__, chunks)
+    with building():
+        return [
+            TimedEvent(at=at, event=kind, data=data, id=event_id, retry=retry)
+            for at, (_, kind, data, event_id, retry) in zip(ats, rows, strict=True)
+        ]
