@@ -23,7 +23,6 @@ bytes (decoded, if compressed). The text form is made by `format_diff` (in
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import json
 import statistics
@@ -33,7 +32,7 @@ from typing import Literal
 
 import attrs
 
-from replay import framing
+from replay import _align, framing
 from replay._diff_text import DATA_WIDTH as DATA_WIDTH
 from replay._diff_text import format_diff
 from replay.cassette import Cassette
@@ -237,8 +236,9 @@ def _diff_pair(
         body_a, body_b = _body(a.response), _body(b.response)
         if body_a != body_b:
             notes.append(f"body differs: {len(body_a)} bytes in A, {len(body_b)} in B")
-    compared_a = [_without(ignore, event) for event in events_a or ()]
-    compared_b = [_without(ignore, event) for event in events_b or ()]
+    compared = _Compared(ignore)
+    compared_a = [compared.event(event) for event in events_a or ()]
+    compared_b = [compared.event(event) for event in events_b or ()]
     return InteractionDiff(
         index=index,
         a=a,
@@ -253,16 +253,37 @@ def _diff_pair(
     )
 
 
-def _without(ignore: frozenset[str], event: TimedEvent) -> TimedEvent:
-    """`event` with the values of `ignore`d keys of its JSON data hidden (data re-encoded)."""
-    if not ignore:
-        return event
-    try:
-        value = json.loads(event.data)
-    except ValueError:
-        return event
-    data = json.dumps(_hide(value, ignore), ensure_ascii=False, separators=(",", ":"))
-    return attrs.evolve(event, data=data)
+class _Compared:
+    """Events as compared: the values of `ignore`d keys of their JSON data hidden, the data
+    re-encoded. Each distinct data is worked out once (a long stream repeats many)."""
+
+    def __init__(self, ignore: frozenset[str]) -> None:
+        self._ignore = ignore
+        self._data: dict[str, str] = {}
+
+    def event(self, event: TimedEvent) -> TimedEvent:
+        """`event` as compared (itself when its data stays as it is)."""
+        if not self._ignore:
+            return event
+        data = self._data.get(event.data)
+        if data is None:
+            data = self._data[event.data] = self._without(event.data)
+        if data == event.data:
+            return event
+        return TimedEvent(at=event.at, event=event.event, data=data, id=event.id, retry=event.retry)
+
+    def _without(self, data: str) -> str:
+        if data.lstrip(" \t\n\r")[:1] not in _JSON_STARTS:
+            return data  # no JSON value: spare the parser's exception
+        try:
+            value = json.loads(data)
+        except ValueError:
+            return data
+        return json.dumps(_hide(value, self._ignore), ensure_ascii=False, separators=(",", ":"))
+
+
+# What a JSON value can start with (Python's json reads NaN and Infinity too); "" is none.
+_JSON_STARTS = frozenset('{["-0123456789tfnNI')
 
 
 def _hide(value: object, ignore: frozenset[str]) -> object:
@@ -274,11 +295,10 @@ def _hide(value: object, ignore: frozenset[str]) -> object:
 
 
 def _event_changes(a: Sequence[TimedEvent], b: Sequence[TimedEvent]) -> tuple[EventChange, ...]:
-    # No autojunk: in a long stream, frequent events (pings, deltas) must still be compared.
-    matcher = difflib.SequenceMatcher(None, _keys(a), _keys(b), autojunk=False)
+    # difflib's runs while they are cheap; near-linear ones for long repetitive streams.
     return tuple(
         EventChange(_KINDS[tag], a_start, a_end, b_start, b_end)
-        for tag, a_start, a_end, b_start, b_end in matcher.get_opcodes()
+        for tag, a_start, a_end, b_start, b_end in _align.opcodes(_keys(a), _keys(b))
         if tag != "equal"
     )
 
