@@ -134,7 +134,8 @@ class Scale:
         return cls(max([0.001, *(view.end.at for view in views)]))
 
     def x(self, at: float) -> float:
-        return LEFT + PLOT * min(max(at, 0.0), self.span) / self.span
+        # The share first: PLOT times a span near the largest float would overflow.
+        return LEFT + PLOT * (min(max(at, 0.0), self.span) / self.span)
 
     def column(self, at: float) -> int:
         return int((self.x(at) - LEFT) // BIN_PX)
@@ -180,13 +181,15 @@ def _timeline_title(views: Sequence[StreamView]) -> str:
 
 
 def axis(scale: Scale, top: float, bottom: float) -> Iterator[str]:
+    """The time axis: a grid line and a label at each round step, some 8 to the span."""
     step = _step(scale.span / 8)
     decimals = max(0, -math.floor(math.log10(step) + 1e-9))
+    # How many steps fit is counted, not found by stepping until past the span: for a span
+    # near the largest float, `span * (1 + tolerance)` is infinite and no tick is past it.
+    ticks = math.floor(scale.span / step * 1.000001)
     yield '<g class="axis">'
-    for number in itertools.count():
+    for number in range(ticks + 1):
         at = number * step
-        if at > scale.span * 1.000001:
-            break
         x = num(scale.x(at))
         yield f'<line class="grid" x1="{x}" y1="{num(top)}" x2="{x}" y2="{num(bottom)}"/>'
         label = f"{at:.{decimals}f} s"

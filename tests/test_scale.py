@@ -11,6 +11,7 @@ stream is thinned, and says so.
 
 from __future__ import annotations
 
+import math
 import pstats
 import subprocess
 import sys
@@ -19,9 +20,12 @@ from pathlib import Path
 
 import pytest
 from commands import replay_text
+from hypothesis import given
+from hypothesis import strategies as st
 
 from replay import Cassette, Interaction, Request, Response
 from replay._diff_text import MAX_RUNS, RUN_EVENTS, TEXT_WIDTH
+from replay._report_svg import LEFT, PLOT, Scale, axis
 from replay.dialects import chat
 from replay.diff import diff, format_diff
 from replay.model import Chunks
@@ -161,3 +165,37 @@ def test_diff_shows_a_long_text_around_its_first_difference() -> None:
     )
     assert f"    A: {words[start : start + TEXT_WIDTH]!r}" in lines
     assert f"    B: {changed[start : start + TEXT_WIDTH]!r}" in lines
+
+
+# --- report: bounded, thinned, and its time axis safe for any span --------------------------
+
+
+def test_report_of_a_long_stream_is_a_light_page_that_says_it_is_thinned(tmp_path: Path) -> None:
+    path = saved(stream(200_000), tmp_path / "long.msgpack")
+    page = tmp_path / "page.html"
+    result = replay_text("report", path, "-o", str(page))
+    assert result.returncode == 0, result.stderr
+    html = page.read_text()
+    assert len(html) < 1_000_000
+    assert "200,000 events and 200,000 chunks: marks thinned" in html
+
+
+@given(st.floats(min_value=0.001, max_value=1.7976931348623157e308))
+def test_the_time_axis_has_a_few_ticks_within_the_plot_for_any_span(span: float) -> None:
+    lines = [part for part in axis(Scale(span), 0, 100) if part.startswith("<line")]
+    assert 2 <= len(lines) <= 12
+    xs = [float(line.split('x1="')[1].split('"')[0]) for line in lines]
+    assert all(math.isfinite(x) and LEFT <= x <= LEFT + PLOT for x in xs)
+
+
+def test_report_of_a_chunk_at_the_largest_float_ends(tmp_path: Path) -> None:
+    # The axis stepped until past `span * 1.000001`: infinite for this span, so it never
+    # ended (and grew 43 MB/s). A load that refuses such a time ends as surely.
+    path = saved(sse([TINY], [1.7976931348623157e308]), tmp_path / "huge.msgpack")
+    page = tmp_path / "page.html"
+    result = replay_text("report", path, "-o", str(page))
+    if result.returncode == 0:
+        assert page.stat().st_size < 100_000
+    else:
+        (line,) = result.stderr.splitlines()
+        assert line.startswith("replay: error:")
