@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import attrs
 
 from replay import framing, timing
+from replay._bulk import building
 from replay._report_growth import growth
 from replay._report_svg import KIND_COLOURS, KIND_NAMES, esc, thinning_notes, timeline
 from replay._report_table import figures_table
@@ -143,20 +144,20 @@ def report(
     Raises:
         ConfigurationError: there is no interaction `interaction`, or none at all.
     """
-    if b is None:
-        groups = [[view(item, index)] for index, item in enumerate(a.interactions)]
-    else:
-        groups = [
-            [
-                view(item, index, side)
-                for item, side in ((one, "A"), (other, "B"))
-                if item is not None
-            ]
-            for index, one, other in pairs(a, b)
-        ]
+    with building():  # a long stream's views are millions of small values
+        groups = _views(a, b)
     groups = _chosen(groups, interaction)
     sections = [_section(group, b is not None) for group in groups]
     return _page(list(names)[: 1 if b is None else 2], sections)
+
+
+def _views(a: Cassette, b: Cassette | None) -> list[list[StreamView]]:
+    if b is None:
+        return [[view(item, index)] for index, item in enumerate(a.interactions)]
+    return [
+        [view(item, index, side) for item, side in ((one, "A"), (other, "B")) if item is not None]
+        for index, one, other in pairs(a, b)
+    ]
 
 
 def _chosen(groups: list[list[StreamView]], interaction: int | None) -> list[list[StreamView]]:

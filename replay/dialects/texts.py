@@ -63,15 +63,14 @@ def event_additions(stream: StreamLike) -> list[tuple[str, str]]:
 
 def additions_and_payloads(
     stream: StreamLike,
-) -> list[tuple[str, str, Mapping[str, object] | None]]:
+) -> Iterator[tuple[str, str, Mapping[str, object] | None]]:
     """`event_additions`, each with the event's data as parsed (None: not a JSON object),
-    for the other readers of the dialects (`kinds`), which then parse nothing again."""
+    for the other readers of the dialects (`kinds`), which then parse nothing again.
+    One event at a time: a long stream's parsed data is never all held at once."""
     texts = _Texts()
-    additions = []
     for payload in _read_into(texts, stream):
         name = texts.last[0][0] if texts.last else ""
-        additions.append((name, "".join(piece for _, piece in texts.last), payload))
-    return additions
+        yield name, "".join(piece for _, piece in texts.last), payload
 
 
 def _read_into(texts: _Texts, stream: StreamLike) -> Iterator[Mapping[str, object] | None]:
