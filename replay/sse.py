@@ -200,7 +200,8 @@ def line_ends(pieces: Sequence[bytes]) -> list[int]:
 
 
 def _byte_before(pieces: Sequence[bytes], index: int) -> bytes:
-    """The last byte of the stream before chunk `index` (b"" at its start)."""
+    """The last byte of the stream before chunk `index` (b"" at its start). (Each call
+    looks back over the empty chunks since the last one that is not: linear in all.)"""
     for earlier in range(index - 1, -1, -1):
         if pieces[earlier]:
             return pieces[earlier][-1:]
