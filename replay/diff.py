@@ -5,9 +5,11 @@ Interactions are paired by position (#0 with #0, #1 with #1, …). For each pair
 - the request: method and URL, and the body (compared as JSON when both bodies are JSON);
 - the status, and how the body ended (`eof`, `truncated`, or the transport error's class);
 - the events: difflib over `(event name, data)` pairs, giving runs of events changed,
-  removed or added. Data that is JSON is compared without the fields every recording
-  changes (`VOLATILE_FIELDS`: ids, timestamps, random padding, signatures), so that two
-  recordings of one answer compare equal; `ignore_fields=()` compares it byte for byte;
+  removed or added (near-linear in place of difflib where it would be slow: events
+  repeated by the thousand, see `replay._align`). Data that is JSON is compared without
+  the fields every recording changes (`VOLATILE_FIELDS`: ids, timestamps, random padding,
+  signatures), so that two recordings of one answer compare equal; `ignore_fields=()`
+  compares it byte for byte;
 - the texts: what the stream says, by dialect (text, reasoning or thinking, each tool call
   as `name(arguments)`), joined from its deltas;
 - the timing: time to the first event, total duration, median and largest gap between
