@@ -21,7 +21,7 @@ from __future__ import annotations
 import codecs
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import attrs
 
@@ -119,8 +119,9 @@ class SSEParser:
             self._retry = None
         return []
 
-    def _interpret(self, lines: list[str]) -> list[Row]:
-        """Interpret complete `lines`, in order; the events their blank lines dispatch.
+    def _interpret(self, lines: list[str], first: int = 0) -> list[Row]:
+        """Interpret complete `lines`, in order; the events their blank lines dispatch
+        (each with the number of its line, counted from `first`).
 
         The hot loop of reading a recorded stream: the state is kept in locals, and the
         usual lines (`data:` and blank) are taken first, inline.
@@ -128,7 +129,7 @@ class SSEParser:
         rows: list[Row] = []
         data = self._data
         kind, retry = self._event_type, self._retry
-        for number, line in enumerate(lines):
+        for number, line in enumerate(lines, first):
             if not line:  # a blank line: dispatch the block
                 self._last_event_id = self._last_id_buffer
                 if data:
@@ -169,11 +170,37 @@ def scan(pieces: Sequence[bytes]) -> list[Row]:
     each with the number of the line ending that dispatched it (see `line_ends` for the
     chunk that line ending is in). What `SSEParser` gives fed the same chunks, then closed.
     """
-    text = b"".join(pieces).decode("utf-8", errors="replace").removeprefix(_BOM)
+    parser = SSEParser()
+    rows: list[Row] = []
+    first = 0
     with building():
-        lines = _EOL.split(text) if "\r" in text else text.split("\n")
-        lines.pop()  # the unterminated last line (or ""): never interpreted
-        return SSEParser()._interpret(lines)
+        for number, segment in enumerate(_segments(pieces)):
+            text = segment.decode("utf-8", errors="replace")
+            text = text if number else text.removeprefix(_BOM)
+            lines = _EOL.split(text) if "\r" in text else text.split("\n")
+            lines.pop()  # "" after a segment's last LF; at the end, the unterminated line
+            rows += parser._interpret(lines, first)
+            first += len(lines)
+    return rows
+
+
+def _segments(pieces: Sequence[bytes], size: int = 1 << 20) -> Iterator[bytes]:
+    """The stream in segments of about `size` bytes or more, each cut just after an LF: no
+    line ending and no character is cut in two (an LF is one byte, never inside a UTF-8
+    character), so each decodes as it would in the whole; and only one segment's bytes,
+    text and lines are held at a time, never the whole body joined."""
+    held: list[bytes] = []
+    count = 0
+    for piece in pieces:
+        held.append(piece)
+        count += len(piece)
+        if count >= size and b"\n" in piece:
+            joined = b"".join(held)
+            cut = joined.rfind(b"\n") + 1
+            yield joined[:cut]
+            rest = joined[cut:]  # (part of this piece only: no byte is joined a third time)
+            held, count = [rest], len(rest)
+    yield b"".join(held)
 
 
 def line_ends(pieces: Sequence[bytes]) -> list[int]:

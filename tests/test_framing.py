@@ -188,6 +188,25 @@ def test_events_read_whole_are_those_of_the_parser_fed_chunk_by_chunk(
     assert framing.count(response, kind) == len(events)
 
 
+def test_a_long_stream_read_whole_is_the_stream_fed_chunk_by_chunk() -> None:
+    # Some 3 MB: read in pieces of about 1 MB (`sse._segments`), cut after an LF, so a
+    # CR LF and events lie across the cuts.
+    events = [
+        b"data: %d\r\n\r\n" % n if n % 3 else b"id: %d\ndata: x\n\n" % n for n in range(200_000)
+    ]
+    body = b"".join(events)
+    step = 61  # chunks that cut events, line endings and CR LFs anywhere
+    chunks = [
+        Chunk(n / 1e3, body[at : at + step]) for n, at in enumerate(range(0, len(body), step))
+    ]
+    response = Response(status=200, chunks=chunks, end=StreamEnd(at=99.0))
+    timed = framing.events(response, "sse")
+    assert len(timed) == 200_000
+    assert [(e.at, e.event, e.data, e.id, e.retry) for e in timed] == fed_chunk_by_chunk(
+        "sse", response
+    )
+
+
 def test_a_body_of_no_framing_is_read_as_sse() -> None:
     assert framing.events(response(b"hello", "text/plain")) == []
     assert [e.data for e in framing.events(response(b"data: x\n\n"), "sse")] == ["x"]
