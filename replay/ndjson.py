@@ -24,7 +24,7 @@ import json
 from collections.abc import Sequence
 
 from replay._bulk import building
-from replay.sse import Event, Row
+from replay.sse import Event, Row, _segments
 
 __all__ = ["NDJSONParser", "event_name", "line_ends", "parse", "scan"]
 
@@ -107,11 +107,15 @@ def scan(pieces: Sequence[bytes]) -> list[Row]:
     every chunk in `line_ends`). What `NDJSONParser` gives fed the same chunks, then closed.
     """
     rows: list[Row] = []
+    first = 0
     with building():
-        for number, raw in enumerate(b"".join(pieces).split(b"\n")):
-            text = _text(raw, first=number == 0)
-            if text is not None:
-                rows.append((number, event_name(text), text, "", None))
+        for segment in _segments(pieces):  # (each but the last ends with an LF)
+            lines = segment.split(b"\n")
+            for number, raw in enumerate(lines, first):
+                text = _text(raw, first=number == 0)
+                if text is not None:
+                    rows.append((number, event_name(text), text, "", None))
+            first += len(lines) - 1  # the "" after a segment's last LF is no line
     return rows
 
 

@@ -188,22 +188,29 @@ def test_events_read_whole_are_those_of_the_parser_fed_chunk_by_chunk(
     assert framing.count(response, kind) == len(events)
 
 
-def test_a_long_stream_read_whole_is_the_stream_fed_chunk_by_chunk() -> None:
-    # Some 3 MB: read in pieces of about 1 MB (`sse._segments`), cut after an LF, so a
-    # CR LF and events lie across the cuts.
-    events = [
+# 200,000 events, some 3 MB: read in segments of about 1 MB cut after an LF, so CR LFs and
+# events lie across the cuts (the NDJSON stream ends without its last LF).
+LONG = {
+    "sse": b"".join(
         b"data: %d\r\n\r\n" % n if n % 3 else b"id: %d\ndata: x\n\n" % n for n in range(200_000)
-    ]
-    body = b"".join(events)
-    step = 61  # chunks that cut events, line endings and CR LFs anywhere
+    ),
+    "ndjson": b"".join(b'{"n":%d}\r\n' % n if n % 3 else b'{"n":%d}\n' % n for n in range(200_000))[
+        :-1
+    ],
+}
+
+
+@pytest.mark.parametrize("kind", ["sse", "ndjson"])
+def test_a_long_stream_read_whole_is_the_stream_fed_chunk_by_chunk(kind: framing.Framing) -> None:
+    body, step = LONG[kind], 61  # chunks that cut events, line endings and CR LFs anywhere
     chunks = [
         Chunk(n / 1e3, body[at : at + step]) for n, at in enumerate(range(0, len(body), step))
     ]
     response = Response(status=200, chunks=chunks, end=StreamEnd(at=99.0))
-    timed = framing.events(response, "sse")
+    timed = framing.events(response, kind)
     assert len(timed) == 200_000
     assert [(e.at, e.event, e.data, e.id, e.retry) for e in timed] == fed_chunk_by_chunk(
-        "sse", response
+        kind, response
     )
 
 
