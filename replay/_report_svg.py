@@ -140,6 +140,13 @@ class Scale:
     def column(self, at: float) -> int:
         return int((self.x(at) - LEFT) // BIN_PX)
 
+    def columns(self, times: Sequence[float]) -> list[int]:
+        """`column` of each of `times`, in one pass (as `column` computes it, inline)."""
+        span = self.span
+        return [
+            int((LEFT + PLOT * (min(max(at, 0.0), span) / span) - LEFT) // BIN_PX) for at in times
+        ]
+
 
 def side(view: StreamView) -> str:
     return f"{view.label}: " if view.label else ""
@@ -268,8 +275,9 @@ def _event_ticks(view: StreamView, scale: Scale, top: float, bottom: float) -> I
 
 def _thinned_ticks(view: StreamView, scale: Scale, top: float, bottom: float) -> Iterator[str]:
     bins: dict[tuple[int, Kind], list[int]] = {}
-    for number, event in enumerate(view.events):
-        bins.setdefault((scale.column(event.at), view.kinds[number].kind), []).append(number)
+    columns = scale.columns([event.at for event in view.events])
+    for number, (column, event_kind) in enumerate(zip(columns, view.kinds, strict=True)):
+        bins.setdefault((column, event_kind.kind), []).append(number)
     for (column, kind), numbers in sorted(bins.items(), key=_bin_order):
         x = num(LEFT + (column + 0.5) * BIN_PX)
         first, last = view.events[numbers[0]], view.events[numbers[-1]]
@@ -326,9 +334,11 @@ def _chunk_groups(view: StreamView, scale: Scale) -> list[tuple[int, int, int]]:
     if len(times) <= MAX_MARKS:
         return [(number, number, size) for number, size in enumerate(sizes)]
     groups: list[tuple[int, int, int]] = []
-    for _, members in itertools.groupby(range(len(times)), key=lambda n: scale.column(times[n])):
-        numbers = list(members)
-        groups.append((numbers[0], numbers[-1], sum(sizes[n] for n in numbers)))
+    first = 0
+    for _, members in itertools.groupby(scale.columns(times)):
+        last = first + sum(1 for _ in members) - 1
+        groups.append((first, last, sum(sizes[first : last + 1])))
+        first = last + 1
     return groups
 
 
