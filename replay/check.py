@@ -17,13 +17,12 @@ Content-Encoding) is one finding, `stream.encoding`. A file that cannot be read 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
 import attrs
 
-from replay import framing
+from replay import _deep_json, framing
 from replay._decoding import decoded_chunks
 from replay.cassette import Cassette
 from replay.dialects import Severity, Violation, validate
@@ -58,7 +57,7 @@ def _ndjson_violations(response: Response) -> list[Violation]:
     violations = []
     for index, event in enumerate(framing.events(response, "ndjson")):
         try:
-            parsed = json.loads(event.data)
+            parsed = _deep_json.loads(event.data)
         except ValueError:
             parsed = None
         if not isinstance(parsed, dict):

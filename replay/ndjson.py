@@ -20,9 +20,9 @@ chunk holds each LF.
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Sequence
 
+from replay import _deep_json
 from replay._bulk import building
 from replay.sse import Event, Row, _segments
 
@@ -34,7 +34,7 @@ _BOM = "\ufeff"
 def event_name(line: str) -> str:
     """The name an NDJSON line's event gets: its JSON `type`, `done`, or `message`."""
     try:
-        value = json.loads(line)
+        value = _deep_json.loads(line)
     except ValueError:
         return "message"
     if not isinstance(value, dict):

@@ -8,11 +8,11 @@ a recording would: secrets redacted, added to the cassette under its lock, saved
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from replay import _deep_json
 from replay.dialects import Dialect, ToolCall, anthropic, chat, responses
 from replay.errors import ConfigurationError
 from replay.model import Interaction
@@ -37,7 +37,7 @@ def tool_call(name: str, arguments_json: str) -> ToolCall:
         ConfigurationError: the arguments are not a JSON object.
     """
     try:
-        arguments = json.loads(arguments_json)
+        arguments = _deep_json.loads(arguments_json)
     except ValueError as error:
         raise ConfigurationError(
             f"the arguments of tool call {name!r} are not JSON ({error}): "

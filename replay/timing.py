@@ -21,12 +21,12 @@ back to the first event.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Callable, Sequence
 
 import attrs
 
+from replay import _deep_json
 from replay.model import Interaction, Response, TimedEvent
 
 __all__ = [
@@ -51,7 +51,7 @@ def _data(event: TimedEvent) -> dict[str, object]:
     if not event.data.lstrip(" \t\n\r").startswith("{"):
         return {}  # no JSON object: spare the parser's exception (seconds for 1M events)
     try:
-        data = json.loads(event.data)
+        data = _deep_json.loads(event.data)
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}

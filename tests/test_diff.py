@@ -160,6 +160,22 @@ def test_requests_are_compared_by_method_url_and_body_as_json() -> None:
     assert f"#0 POST {a.request.url}: differs: request" in format_diff(compare(a, b)).splitlines()
 
 
+@pytest.mark.parametrize("depth", [3_000, 100_000])
+def test_request_bodies_and_events_nested_past_the_parser_are_compared(depth: int) -> None:
+    def nested(tail: bytes) -> bytes:
+        return b'{"n": ' + b"[" * depth + tail + b"]" * depth + b"}"
+
+    a = json_interaction(nested(b"1"))
+    a = attrs.evolve(a, request=attrs.evolve(a.request, method="POST", body=nested(b"1")))
+    b = attrs.evolve(a, request=attrs.evolve(a.request, body=nested(b"2")))
+    event = Chunk(0.1, b"data: " + nested(b"1") + b"\n\n")
+    sse = with_chunks(attrs.evolve(a, response=attrs.evolve(a.response, headers=[])), [event])
+    # a RecursionError before: comparing the bodies, then reading the events' JSON
+    assert compare(a, b).interactions[0].notes == ("request body differs",)
+    assert not compare(a, a).differs
+    assert not compare(sse, sse).differs
+
+
 def test_interactions_are_paired_by_position_the_longer_cassette_alone_at_its_end() -> None:
     one, two, three = responses.stream("1"), responses.stream("2"), responses.stream("3")
     assert pairs(replay.Cassette([one, two]), replay.Cassette([three])) == [

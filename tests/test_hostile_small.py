@@ -454,3 +454,43 @@ def test_replay_convert_refuses_yaml_nested_100000_deep_in_one_line(tmp_path: Pa
     line = one_line_error(replay_command("convert", str(source), str(tmp_path / "out.msgpack")))
     assert line.startswith(f"replay: error: cannot read cassette {str(source)!r}: ")
     assert "nest" in line
+
+
+# -- streams nested past the JSON parser: read as any other, at any depth ----------------------
+
+DEEP = 5_000
+NESTED = b"[" * DEEP + b"]" * DEEP
+DEEP_STREAMS: dict[str, tuple[str, bytes]] = {
+    "sse-event": (
+        "text/event-stream",
+        b'data: {"type":"response.output_text.delta","delta":"x","n":' + NESTED + b"}\n\n",
+    ),
+    "ndjson-line": ("application/x-ndjson", b'{"message":{"content":"x"},"n":' + NESTED + b"}\n"),
+    "tool-arguments": (
+        "text/event-stream",
+        b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c",'
+        b'"type":"function","function":{"name":"f","arguments":"' + NESTED + b'"}}]}}]}\n\n'
+        b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n'
+        b"data: [DONE]\n\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("verb", ["show", "show --events", "check", "diff", "report"])
+@pytest.mark.parametrize("stream", DEEP_STREAMS.values(), ids=DEEP_STREAMS.keys())
+def test_a_stream_nested_past_the_parser_is_read_by_every_verb(
+    tmp_path: Path, stream: tuple[str, bytes], verb: str
+) -> None:
+    # Each raised RecursionError from a json.loads of an event's data (a traceback).
+    content_type, body = stream
+    response = Response(
+        status=200, headers=[("content-type", content_type)], chunks=[Chunk(0.1, body)]
+    )
+    path = tmp_path / "deep.msgpack"
+    request = replay.Request(method="POST", url="http://127.0.0.1/v1", body=b"{}")
+    replay.Cassette([replay.Interaction(request, response)]).save(path)
+    extra = {"diff": [str(path)], "report": ["-o", str(tmp_path / "page.html")]}
+    done = replay_command(*verb.split(), str(path), *extra.get(verb, []))
+    assert done.returncode in (0, 1), done.stderr  # 1: check's findings on a made-up stream
+    assert "Traceback" not in done.stderr
+    assert "Error" not in done.stdout + done.stderr

@@ -24,6 +24,7 @@ from typing import Protocol, TypeAlias
 
 import attrs
 
+from replay import _deep_json
 from replay._decoding import decoded_chunks
 from replay.dialects._rules import Severity, severity_of
 from replay.errors import ConfigurationError
@@ -226,7 +227,7 @@ def json_object(text: str) -> dict[str, object] | None:
     if not text.lstrip(" \t\n\r").startswith("{"):
         return None
     try:
-        value = json.loads(text)
+        value = _deep_json.loads(text)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import attrs
 
+from replay import _deep_json
 from replay.dialects._common import (
     EventLike,
     Report,
@@ -144,7 +144,7 @@ class _Walker:
         joined = "".join(block.json)
         try:
             if joined:
-                json.loads(joined)
+                _deep_json.loads(joined)
         except ValueError:
             self.report.add("partial-json", f"block {number!r} input {joined!r} is not JSON", index)
 

@@ -17,12 +17,12 @@ roles, and crashes on the missing index: errors).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import attrs
 
+from replay import _deep_json
 from replay.dialects._common import (
     CREATED,
     EventLike,
@@ -147,7 +147,7 @@ class _Walker:
             state.finished = True
             for tool, pieces in state.tools.items():
                 try:
-                    json.loads("".join(pieces))
+                    _deep_json.loads("".join(pieces))
                 except ValueError:
                     message = f"tool call {tool!r} arguments {''.join(pieces)!r} are not JSON"
                     self.report.add("tool-arguments-json", message, index)

@@ -15,12 +15,12 @@ an `error`; the `terminal` event; `other` for the rest (lifecycle, usage, pings)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import attrs
 
+from replay import _deep_json
 from replay.dialects._common import EventLike
 from replay.dialects.texts import additions_and_payloads
 
@@ -85,7 +85,7 @@ def _payload(data: str) -> Mapping[str, object]:
     if not data.startswith("{"):
         return {}
     try:
-        value = json.loads(data)
+        value = _deep_json.loads(data)
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}

@@ -14,12 +14,12 @@ its `output_item.done` and the terminal response, so only its presence is compar
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import attrs
 
+from replay import _deep_json
 from replay.dialects._common import (
     EventLike,
     Report,
@@ -280,7 +280,7 @@ class _Walker:
 
     def json_arguments(self, index: int, arguments: object) -> None:
         try:
-            json.loads(str(arguments))
+            _deep_json.loads(str(arguments))
         except ValueError:
             self.report.add("arguments-json", f"arguments {arguments!r} are not JSON", index)
 

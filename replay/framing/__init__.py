@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import json
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-from replay import ndjson, sse
+from replay import _deep_json, ndjson, sse
 from replay._bulk import building
 from replay._decoding import decoded_chunks, encodings
 
@@ -122,7 +121,7 @@ def sniff(head: bytes) -> Framing | None:
 
 def _is_object(line: str) -> bool:
     try:
-        return isinstance(json.loads(line), dict)
+        return isinstance(_deep_json.loads(line), dict)
     except ValueError:
         return False
 
