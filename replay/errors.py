@@ -260,6 +260,18 @@ def _without_secrets(url: str) -> str:
     return Redactor().url(url)
 
 
+def _where(path: Path | str | None) -> str:
+    return "the in-memory cassette" if path is None else f"cassette {str(path)!r}"
+
+
+def _first_five(lines: Sequence[str]) -> str:
+    """The first five of `lines`, each on a line of its own, indented; then how many more."""
+    shown = [f"\n  {line}" for line in lines[:5]]
+    if len(lines) > len(shown):
+        shown.append(f"\n  … and {len(lines) - len(shown)} more")
+    return "".join(shown)
+
+
 #: The name replay is published under on the package index (the import name is `replay`).
 DISTRIBUTION = "replay-http"
 
@@ -343,12 +355,9 @@ class UnplayedInteractionsWarning(ReplayError, UserWarning):
     def describe(cls, path: Path | str | None, unplayed: Sequence[Interaction]) -> str:
         """The message for `unplayed` interactions of the cassette at `path`."""
         count = len(unplayed)
-        where = "the in-memory cassette" if path is None else f"cassette {str(path)!r}"
-        shown = [f"  {i.request.method} {_without_secrets(i.request.url)}" for i in unplayed[:5]]
-        if count > len(shown):
-            shown.append(f"  … and {count - len(shown)} more")
+        lines = [f"{i.request.method} {_without_secrets(i.request.url)}" for i in unplayed]
         plural = "" if count == 1 else "s"
-        return "\n".join([f"{count} unplayed interaction{plural} in {where}:", *shown])
+        return f"{count} unplayed interaction{plural} in {_where(path)}:" + _first_five(lines)
 
 
 class KeyInResponseWarning(ReplayError, UserWarning):
@@ -364,16 +373,9 @@ class KeyInResponseWarning(ReplayError, UserWarning):
         """The message for the recorded `requests` ("METHOD URL", redacted) whose response
         body holds a key's shape, in the cassette at `path`."""
         count = len(requests)
-        where = "the in-memory cassette" if path is None else f"cassette {str(path)!r}"
-        shown = [f"  {request}" for request in requests[:5]]
-        if count > len(shown):
-            shown.append(f"  … and {count - len(shown)} more")
         bodies = "body holds" if count == 1 else "bodies hold"
-        return "\n".join(
-            [
-                f"{count} recorded response {bodies} a value shaped like a key (sk-…, AIza…, "
-                f"a JWT…), stored as it came in {where} (response bodies are not redacted): "
-                "scrub it with a before_record hook, or make sure it is no live key:",
-                *shown,
-            ]
-        )
+        return (
+            f"{count} recorded response {bodies} a value shaped like a key (sk-…, AIza…, "
+            f"a JWT…), stored as it came in {_where(path)} (response bodies are not redacted): "
+            "scrub it with a before_record hook, or make sure it is no live key:"
+        ) + _first_five(requests)
