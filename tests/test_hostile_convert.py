@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from commands import replay_text
+from test_hostile_small import vcrpy_yaml
 
 import replay
 from replay.convert import convert
@@ -27,20 +28,7 @@ OLD_VCRPY = "6.0.2"  # reads YAML with yaml.CLoader / yaml.Loader: tags build Py
 def hostile_yaml(marker: Path) -> str:
     """A vcrpy cassette whose request body, read by an unsafe loader, creates `marker`."""
     command = json.dumps(f"touch {shlex.quote(str(marker))}")  # a YAML double-quoted string
-    return (
-        "interactions:\n"
-        "- request:\n"
-        "    body: !!python/object/apply:os.system\n"
-        f"    - {command}\n"
-        "    headers: {}\n"
-        "    method: GET\n"
-        "    uri: http://127.0.0.1/\n"
-        "  response:\n"
-        "    body: {string: ''}\n"
-        "    headers: {}\n"
-        "    status: {code: 200, message: OK}\n"
-        "version: 1\n"
-    )
+    return vcrpy_yaml(f"!!python/object/apply:os.system\n    - {command}")
 
 
 @pytest.fixture(scope="module")
