@@ -62,6 +62,7 @@ from replay.redact import Redactor
 from replay.store import load_interactions, merge
 
 if TYPE_CHECKING:
+    from replay._journal import Journal
     from replay.engine.recorder import Recording, Tape
     from replay.faults import Fault, FaultLike, Injector
 
@@ -137,6 +138,7 @@ class CassetteSession:
         self._existed = False
         self._last_player: Player | None = None
         self._last_tape: Tape | None = None
+        self._journal: Journal | None = None
         #: Whether the last exit wrote the cassette file.
         self.saved = False
 
@@ -241,14 +243,13 @@ class CassetteSession:
             and (default_speed != self._speed_used or self.virtual_time)
         ):
             self._use_speed(default_speed)
-        try:  # (one system call, where asking first whether it exists took two)
-            interactions, existed = load_interactions(self.path), True
-        except (FileNotFoundError, NotADirectoryError):
-            interactions, existed = [], False
-        self._existed = existed
-        self._loaded = len(interactions)
+        interactions, existed = _load(self.path)
         self.record_mode = mode = in_force(self._requested_mode)
         self._may_replay, self._may_record = may_replay_and_record(mode, existed)
+        if self._may_record and _recover(self.path):  # what a killed session left: merged
+            interactions, existed = _load(self.path)
+        self._existed = existed
+        self._loaded = len(interactions)
         if self._may_record and existed:
             from replay._atomic import check_writable
 
@@ -269,10 +270,17 @@ class CassetteSession:
             advice=run.advice,
         )
         if self._may_record:  # (only then: the recorder is not even imported for a replay)
+            from replay._journal import Journal
             from replay._spool import Spool
             from replay.engine.recorder import Tape
 
-            self._tape = Tape(cassette, self.redactor, spool=Spool(self.path.parent))
+            self._journal = Journal(self.path, cassette.recorded)
+            self._tape = Tape(
+                cassette,
+                self.redactor,
+                spool=Spool(self.path.parent),
+                on_recorded=self._journal.sync,
+            )
         self.cassette = cassette
         if on_virtual_time(self.clock):
             self.clock.__enter__()
@@ -288,11 +296,18 @@ class CassetteSession:
         assert player is not None
         self._last_player = player
         player.settle()
-        if cassette.recorded:
-            # "all": re-recorded requests replace their old answers.
-            replace = self.match_on if self.record_mode == "all" else None
-            merge(self.path, cassette.recorded, replacing=replace)
-            self.saved = True
+        journal, self._journal = self._journal, None
+        if journal is not None:
+            journal.stop()
+        try:
+            if cassette.recorded:
+                # "all": re-recorded requests replace their old answers.
+                replace = self.match_on if self.record_mode == "all" else None
+                merge(self.path, cassette.recorded, replacing=replace)
+                self.saved = True
+        finally:  # not saved: the parts stay, for the next session to merge
+            if journal is not None:
+                journal.close(saved=self.saved or not cassette.recorded)
         watcher = current().watcher
         if watcher is not None:
             watcher.left(self)
@@ -407,6 +422,30 @@ class CassetteSession:
         """Replay, record or refuse an async httpx / httpx2 request (see the record modes)."""
         __tracebackhide__ = hide_for_replay_errors
         return await _httpx.ahandle(self, request, send)
+
+
+def _load(path: Path) -> tuple[list[Interaction], bool]:
+    """The interactions of the cassette at `path`, and whether its file exists."""
+    try:  # (one system call, where asking first whether it exists took two)
+        return load_interactions(path), True
+    except (FileNotFoundError, NotADirectoryError):
+        return [], False
+
+
+def _recover(path: Path) -> bool:
+    """Merge into the cassette at `path` what killed sessions recording into it left beside
+    it (`replay._journal`), and say so (a warning); whether anything was left."""
+    from replay._child._parts import leftovers, recover
+
+    if not leftovers(path):  # (the usual case: one listing of the directory)
+        return False
+    said = recover(path, note_busy=False)
+    if said is None:
+        return False
+    import logging
+
+    logging.getLogger("replay").warning("%s", said.removeprefix("replay: "))
+    return True
 
 
 def _warn_keys_in_responses(path: Path, requests: Sequence[str]) -> None:

@@ -40,7 +40,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["PartsDirectory", "hold", "recover"]
+__all__ = ["PartsDirectory", "hold", "left_behind", "leftovers", "recover"]
 
 _OWNER = "owner"
 
@@ -108,6 +108,8 @@ class PartsDirectory:
             OSError, CassetteFormatError: a part or `out` cannot be read, or `out` written
                 (the parts are then kept).
         """
+        for inner in leftovers_within(self.path):  # a process's session, killed before its end
+            recover(inner)
         files = sorted(
             self.path.glob("*.msgpack"), key=lambda file: (file.stat().st_mtime_ns, file.name)
         )
@@ -133,6 +135,40 @@ class PartsDirectory:
             os.close(fd)
 
 
+def leftovers(out: Path) -> list[Path]:
+    """The parts directories beside `out` (of runs still going, or killed), by name."""
+    prefix = _prefix(out)
+    try:
+        names = os.listdir(out.parent)  # (a list of strings: the cheapest look at it)
+    except OSError:  # no directory (yet)
+        return []
+    return sorted(out.parent / name for name in names if name.startswith(prefix))
+
+
+def left_behind(out: Path) -> tuple[list[Interaction], str | None]:
+    """What the parts directories beside `out` hold (not merged yet: a session or a run
+    still going, or killed), and a line that says so (None if there are none)."""
+    found = [d for d in leftovers(out) if d.is_dir()]
+    files = sorted(file for directory in found for file in directory.glob("*.msgpack"))
+    held = [interaction for file in files for interaction in load_interactions(file)]
+    if not held:
+        return [], None
+    where = ", ".join(directory.name for directory in found)
+    return held, (
+        f"replay: note: the last {_count(len(held), 'interaction')} shown are not in {out} "
+        f"yet but beside it ({where}), recorded by a session that has not ended or was "
+        "killed; the next session recording into it (or `replay record`) merges them"
+    )
+
+
+def leftovers_within(directory: Path) -> list[Path]:
+    """The cassettes in `directory` that have parts directories beside them: the part files
+    of `replay record`'s processes whose sessions (`replay._journal`) did not end."""
+    marker = ".msgpack.replay-"
+    names = (path.name for path in directory.iterdir() if marker in path.name)
+    return sorted({directory / name[1 : name.index(marker) + 8] for name in names})
+
+
 def _take_abandoned(path: Path) -> PartsDirectory | None:
     """`path` if no living process uses it, locked exclusively by this one; else None."""
     try:
@@ -149,9 +185,10 @@ def _take_abandoned(path: Path) -> PartsDirectory | None:
     return PartsDirectory(path, fd, owner_pid)
 
 
-def recover(out: Path) -> str | None:
-    """Finish what killed runs of `replay record` into `out` left beside it; one line saying
-    what was done (None if nothing was left).
+def recover(out: Path, *, note_busy: bool = True) -> str | None:
+    """Finish what killed runs of `replay record` into `out` (or killed sessions recording
+    into it: `replay._journal`) left beside it; one line saying what was done (None if
+    nothing was left; with `note_busy` false, None too if only runs still going were).
 
     The parts of a dead run are merged into `out` and its directory removed; a directory in
     use (a run still going) is left alone; unfinished saves of `out` are removed.
@@ -165,12 +202,11 @@ def recover(out: Path) -> str | None:
         stale = [file for file in out.parent.iterdir() if unfinished.fullmatch(file.name)]
         for file in stale:
             file.unlink(missing_ok=True)
-        leftovers = [path for path in out.parent.iterdir() if path.name.startswith(_prefix(out))]
-        for path in sorted(leftovers):
+        for path in leftovers(out):
             taken = _take_abandoned(path) if path.is_dir() else None
-            if taken is None:
+            if taken is None and note_busy:
                 said.append(f"left {path.name} alone: a run is still recording into it")
-            else:
+            elif taken is not None:
                 abandoned.append(taken)
     for directory in abandoned:  # outside the lock: `merge` takes it
         said.append(_finish(directory, out))

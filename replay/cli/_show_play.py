@@ -71,8 +71,15 @@ def _width(value: str) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     from replay import describe
+    from replay._child._parts import left_behind
+    from replay.cassette import Cassette
 
-    cassette = load_cassette(args.cassette)
+    extra, note = left_behind(args.cassette)  # what a killed session left beside it
+    if extra:
+        held = load_cassette(args.cassette).interactions if args.cassette.exists() else []
+        cassette = Cassette([*held, *extra], path=args.cassette)
+    else:
+        cassette = load_cassette(args.cassette)
     if args.events:
         width = describe.DATA_WIDTH if args.width is None else args.width
         text = describe.events(cassette, width)
@@ -87,6 +94,8 @@ def _show(args: argparse.Namespace) -> int:
     # UTF-8 whatever the locale: the output must be the same everywhere (git textconv).
     sys.stdout.buffer.write(text.encode("utf-8"))
     sys.stdout.flush()
+    if note is not None:
+        print(note, file=sys.stderr)
     return 0
 
 
