@@ -114,7 +114,8 @@ def record_command(
         if recorded is not None:
             for line in summary_lines(out, recorded):
                 print(line, file=stream)
-        _say_if_unreached(reach, stream)
+        if not recorded:  # (a program killed before its exit recorded, yet never said so)
+            _say_if_unreached(reach, stream)
     return code if signals.held is None else 128 + signals.held
 
 

@@ -149,3 +149,50 @@ def test_an_ended_session_leaves_no_parts(tmp_path: Path, origin: Origin) -> Non
 
     assert len(load_interactions(cassette)) == 2
     assert sorted(path.name for path in tmp_path.iterdir()) == ["c.msgpack"]
+
+
+# Under `replay record`: records twice (the second once its session writes parts), writes its
+# pid where argv[2] says, then waits to be killed.
+RECORD_THEN_WAIT = textwrap.dedent(
+    """
+    import os, sys, time
+    import httpx
+    from replay._journal import DURABLE_AFTER
+
+    httpx.get(sys.argv[1] + "/short", params={"n": "0"})
+    time.sleep(DURABLE_AFTER)
+    httpx.get(sys.argv[1] + "/short", params={"n": "1"})
+    with open(sys.argv[2] + ".new", "w") as file:
+        file.write(str(os.getpid()))
+    os.rename(sys.argv[2] + ".new", sys.argv[2])
+    time.sleep(60)
+    """
+)
+
+
+def test_replay_record_keeps_what_its_killed_program_had_recorded(
+    tmp_path: Path, origin: Origin
+) -> None:
+    out = tmp_path / "cassettes" / "app.msgpack"
+    pid_file = tmp_path / "program.pid"
+    argv = [sys.executable, "-c", RECORD_THEN_WAIT, origin.url, str(pid_file)]
+    record = subprocess.Popen(
+        [sys.executable, "-m", "replay.cli", "record", str(out), "--", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        _, stderr = record.communicate(timeout=60)
+    finally:
+        record.kill()
+
+    assert stderr.splitlines()[0] == f"replay: recorded 2 interactions into {out}"
+    assert "no request went through" not in stderr
+    urls = [i.request.url.rsplit("=", 1)[1] for i in load_interactions(out)]
+    assert urls == ["0", "1"]
+    assert sorted(path.name for path in out.parent.iterdir()) == ["app.msgpack"]
