@@ -8,7 +8,9 @@ session. Each request is then replayed
 `CassetteMismatchError`. On exit: stop routing, wait (at most `finish_timeout`) for the
 recordings still streaming, end what is still open as stopped by the session, and if
 anything was recorded, merge it into the file under an inter-process lock
-(`replay.store.merge`).
+(`replay.store.merge`). A session old enough keeps what it finishes in parts beside the
+file meanwhile (`replay._journal`), so that a killed process loses nothing finished: the
+next session that records into the file merges them first.
 
 Faults (`faults=[...]`, see `replay.faults`) apply to what is replayed, with attempts
 counted per interaction afresh at each enter. `speed="virtual"` replays as recorded on

@@ -18,6 +18,11 @@ nobody uses the directory any more. Directories are made, and leftovers looked f
 the store's lock, so none is ever seen half made. (Without `fcntl`, nothing is locked and
 nothing is recovered.)
 
+A session recording into a cassette (`use_cassette`) uses the same directory beside it for
+what it has finished (`replay._journal`): the next session recording into that cassette
+recovers what a killed one left, and so does `replay record` for the sessions of its
+program's processes, whose directories lie beside their part files, in its own.
+
 Merging again is harmless: record mode "all" replaces what is recorded again, so a run
 killed after saving OUT and before removing its parts adds nothing twice when they are
 merged a second time.
