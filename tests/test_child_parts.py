@@ -161,3 +161,18 @@ def test_parts_that_cannot_be_merged_are_kept(tmp_path: Path) -> None:
     assert f"kept in {leftover}" in said
     assert (leftover / "1-00000000.msgpack").exists()
     assert not out.exists()
+
+
+def test_show_lists_what_parts_hold_and_skips_a_damaged_one(tmp_path: Path) -> None:
+    from replay._child._parts import left_behind
+
+    out = tmp_path / "app.msgpack"
+    assert left_behind(out) == ([], None)
+    directory = killed_run(out, [interaction("/a")], [interaction("/b")])
+    (directory / "damaged.msgpack").write_bytes(b"\x93not a cassette")
+
+    held, note = left_behind(out)
+
+    assert sorted(i.request.url for i in held) == ["http://h/a", "http://h/b"]
+    assert note is not None
+    assert note.startswith(f"replay: note: the last 2 interactions shown are not in {out} yet")

@@ -115,9 +115,7 @@ class PartsDirectory:
         """
         for inner in leftovers_within(self.path):  # a process's session, killed before its end
             recover(inner)
-        files = sorted(
-            self.path.glob("*.msgpack"), key=lambda file: (file.stat().st_mtime_ns, file.name)
-        )
+        files = _part_files(self.path)
         recorded = [interaction for file in files for interaction in load_interactions(file)]
         if recorded:
             merge(out, recorded, replacing=DEFAULT_MATCH_ON)
@@ -154,8 +152,13 @@ def left_behind(out: Path) -> tuple[list[Interaction], str | None]:
     """What the parts directories beside `out` hold (not merged yet: a session or a run
     still going, or killed), and a line that says so (None if there are none)."""
     found = [d for d in leftovers(out) if d.is_dir()]
-    files = sorted(file for directory in found for file in directory.glob("*.msgpack"))
-    held = [interaction for file in files for interaction in load_interactions(file)]
+    files = [file for directory in found for file in _part_files(directory)]
+    held: list[Interaction] = []
+    for file in files:
+        try:
+            held += load_interactions(file)
+        except (OSError, ValueError):  # merged and removed meanwhile, or damaged: not shown
+            continue
     if not held:
         return [], None
     where = ", ".join(directory.name for directory in found)
@@ -164,6 +167,17 @@ def left_behind(out: Path) -> tuple[list[Interaction], str | None]:
         f"yet but beside it ({where}), recorded by a session that has not ended or was "
         "killed; the next session recording into it (or `replay record`) merges them"
     )
+
+
+def _part_files(directory: Path) -> list[Path]:
+    """The parts in `directory`, in the order they were saved."""
+    dated = []
+    for file in directory.glob("*.msgpack"):
+        try:
+            dated.append((file.stat().st_mtime_ns, file.name, file))
+        except OSError:  # merged and removed meanwhile (by the session that wrote it)
+            continue
+    return [file for _, _, file in sorted(dated)]
 
 
 def leftovers_within(directory: Path) -> list[Path]:
