@@ -13,7 +13,11 @@ record` into it) merges it and removes it (`recover`). `replay show` says it is 
 Each part is written to a temporary name and renamed, so a part is whole or absent; it is
 not fsynced (the page cache outlives a killed process; only the end of a session, which
 saves the cassette itself, pays for an fsync). A recording still streaming when the
-process dies has no part: it is not stored, rather than stored as if whole.
+process dies has no part: it is not stored, rather than stored as if whole. A session of
+record mode "all" marks its parts as replacing what the cassette holds for the same
+requests, the others as added to it (`_parts.APPENDED`), as its own merge would; a process
+killed between its merge and the removal of its parts has them merged again: harmless for
+"all", a duplicate otherwise (a window of a few system calls).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from replay._child._parts import PartsDirectory
+from replay._child._parts import APPENDED, PartsDirectory
 from replay.model import Interaction
 from replay.store import write_document
 
@@ -45,11 +49,13 @@ def _seconds() -> float:
 class Journal:
     """The parts of what a session into the cassette at `cassette` has `recorded` (its
     finished interactions, redacted, in order), written once the session is `DURABLE_AFTER`
-    seconds old. Thread-safe (recordings finish on reader threads)."""
+    seconds old; merged as they replace what the cassette holds for the same requests
+    (record mode "all"), or added to it. Thread-safe (recordings finish on reader threads)."""
 
-    def __init__(self, cassette: Path, recorded: Sequence[Interaction]) -> None:
+    def __init__(self, cassette: Path, recorded: Sequence[Interaction], *, replacing: bool) -> None:
         self.cassette = cassette
         self.recorded = recorded
+        self.replacing = replacing
         self._lock = threading.Lock()
         self._parts: PartsDirectory | None = None
         self._pid = os.getpid()
@@ -69,6 +75,8 @@ class Journal:
             try:
                 if self._parts is None:
                     self._parts = PartsDirectory.create(self.cassette)
+                    if not self.replacing:
+                        (self._parts.path / APPENDED).touch()
                 for interaction in self.recorded[self._written :]:
                     self._written += 1
                     _write_part(self._parts.path, f"{self._pid}-{self._written:06d}", interaction)

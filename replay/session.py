@@ -276,7 +276,8 @@ class CassetteSession:
             from replay._spool import Spool
             from replay.engine.recorder import Tape
 
-            self._journal = Journal(self.path, cassette.recorded)
+            replacing = mode == "all"  # (as the merge at the end)
+            self._journal = Journal(self.path, cassette.recorded, replacing=replacing)
             self._tape = Tape(
                 cassette,
                 self.redactor,

@@ -176,3 +176,22 @@ def test_show_lists_what_parts_hold_and_skips_a_damaged_one(tmp_path: Path) -> N
     assert sorted(i.request.url for i in held) == ["http://h/a", "http://h/b"]
     assert note is not None
     assert note.startswith(f"replay: note: the last 2 interactions shown are not in {out} yet")
+
+
+def test_a_killed_sessions_parts_of_an_appending_mode_are_added(tmp_path: Path) -> None:
+    # A session of record mode "new_episodes" that recorded a request the cassette already
+    # answered (its answer used up): the merge at its end would have added it, so does this.
+    from replay._child._parts import APPENDED
+
+    out = tmp_path / "app.msgpack"
+    save_interactions(out, [interaction("/again", b"old")])
+    directory = PartsDirectory.create(out)
+    (directory.path / APPENDED).touch()
+    save_interactions(directory.path / "1-000001.msgpack", [interaction("/again", b"new")])
+    directory.close()
+
+    assert recover(out) is not None
+
+    bodies = [i.response.chunks[0].data for i in load_interactions(out)]
+    assert bodies == [b"old", b"new"]
+    assert beside(out) == ["app.msgpack"]

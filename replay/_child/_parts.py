@@ -45,9 +45,12 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["PartsDirectory", "hold", "left_behind", "leftovers", "recover"]
+__all__ = ["APPENDED", "PartsDirectory", "hold", "left_behind", "leftovers", "recover"]
 
 _OWNER = "owner"
+#: In a directory whose parts are added to OUT rather than replacing what it holds for the
+#: same requests (a session of record mode "once" or "new_episodes": `replay._journal`).
+APPENDED = "appended"
 
 
 def _prefix(out: Path) -> str:
@@ -106,8 +109,9 @@ class PartsDirectory:
         return cls(path, fd, os.getpid())
 
     def merge_into(self, out: Path) -> list[Interaction]:
-        """Merge the parts into `out`, record mode "all" style, then delete them; what they
-        held, in the order the processes saved them.
+        """Merge the parts into `out`, record mode "all" style (unless the directory holds
+        `APPENDED`: they are then added), then delete them; what they held, in the order
+        the processes saved them.
 
         Raises:
             OSError, CassetteFormatError: a part or `out` cannot be read, or `out` written
@@ -118,7 +122,8 @@ class PartsDirectory:
         files = _part_files(self.path)
         recorded = [interaction for file in files for interaction in load_interactions(file)]
         if recorded:
-            merge(out, recorded, replacing=DEFAULT_MATCH_ON)
+            appended = (self.path / APPENDED).exists()
+            merge(out, recorded, replacing=None if appended else DEFAULT_MATCH_ON)
         for file in files:
             file.unlink(missing_ok=True)
         return recorded
