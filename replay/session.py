@@ -250,6 +250,9 @@ class CassetteSession:
         self._may_replay, self._may_record = may_replay_and_record(mode, existed)
         if self._may_record and _recover(self.path):  # what a killed session left: merged
             interactions, existed = _load(self.path)
+            # "once" goes on with the recording that was killed: what it finished replays,
+            # the rest records (recording it all again would store it twice)
+            self._may_replay = self._may_replay or mode == "once"
         self._existed = existed
         self._loaded = len(interactions)
         if self._may_record and existed:

@@ -43,7 +43,7 @@ CHILD = textwrap.dedent(
 
     cassette, url, fd = sys.argv[1], sys.argv[2], int(sys.argv[3])
     headers = {"Authorization": sys.argv[5]}
-    with use_cassette(cassette, record_mode="all"), httpx.Client() as client:
+    with use_cassette(cassette, record_mode=sys.argv[6]), httpx.Client() as client:
         for n in range(3):
             if n == 2:
                 time.sleep(DURABLE_AFTER)
@@ -67,11 +67,11 @@ def origin() -> Iterator[Origin]:
         yield server
 
 
-def _killed_mid_stream(cassette: Path, origin: Origin) -> list[Path]:
-    """Run CHILD until its 4th stream is mid-way, SIGKILL it; the files beside `cassette`
-    just before the kill."""
+def _killed_mid_stream(cassette: Path, origin: Origin, mode: str = "all") -> list[Path]:
+    """Run CHILD (recording in `mode`) until its 4th stream is mid-way, SIGKILL it; the
+    files beside `cassette` just before the kill."""
     read, write = os.pipe()
-    argv = [sys.executable, "-c", CHILD, str(cassette), origin.url, str(write), KEY, TOKEN]
+    argv = [sys.executable, "-c", CHILD, str(cassette), origin.url, str(write), KEY, TOKEN, mode]
     errors = cassette.parent.parent / "child.stderr"
     with errors.open("wb") as stderr:
         child = subprocess.Popen(argv, pass_fds=(write,), stderr=stderr)
@@ -118,6 +118,22 @@ def test_what_a_killed_session_finished_is_merged_by_the_next(
     assert sorted(path.name for path in cassette.parent.iterdir()) == ["c.msgpack"]
     checked = replay_text("check", str(cassette))
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_once_session_goes_on_with_the_recording_a_killed_one_left(
+    tmp_path: Path, origin: Origin
+) -> None:
+    # It merged the parts, then recorded every request again: each stored twice.
+    cassette = tmp_path / "cassettes" / "c.msgpack"
+    _killed_mid_stream(cassette, origin, "once")
+
+    with use_cassette(cassette, record_mode="once") as session, httpx.Client() as client:
+        for n in range(4):
+            client.get(origin.url + "/short", params={"api_key": KEY, "n": str(n)})
+        assert session.play_count == 3  # what the killed session finished replays
+
+    stored = load_interactions(cassette)
+    assert sorted(i.request.url.rsplit("=", 1)[1] for i in stored) == ["0", "1", "2", "3"]
 
 
 def test_no_part_holds_a_secret_of_the_requests(tmp_path: Path, origin: Origin) -> None:
