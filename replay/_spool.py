@@ -89,15 +89,43 @@ class Spool:
 class FileBytes:
     """An open file's bytes, read where asked (a cassette whose payloads are left in it:
     `replay._load`); its own descriptor, closed when nothing reads it any more. A file
-    replaced by a save (a rename) is still read as it was."""
+    replaced by a save (a rename) is still read as it was; one written over in place (`cp`
+    onto it, a truncation) is refused, never read as other bytes at the same offsets."""
 
     def __init__(self, fileno: int) -> None:
         self._fd = os.dup(fileno)
         _close_when_gone(self, self._fd)
+        self._stamp = _stamp(self._fd)
 
     def read(self, offset: int, size: int) -> bytes:
-        """The `size` bytes at `offset`."""
-        return _read(self._fd, offset, size)
+        """The `size` bytes at `offset`.
+
+        Raises:
+            CassetteFormatError: the file was written over since it was loaded.
+        """
+        if _stamp(self._fd) != self._stamp:
+            raise _changed()
+        try:
+            return _read(self._fd, offset, size)
+        except EOFError:
+            raise _changed() from None
+
+
+def _stamp(fd: int) -> tuple[int, int]:
+    """What changes when a file is written: its size and its time of modification (not its
+    ctime: unlinking it, as a save that replaces it does, changes that)."""
+    status = os.fstat(fd)
+    return status.st_size, status.st_mtime_ns
+
+
+def _changed() -> Exception:
+    from replay.errors import CassetteFormatError
+
+    return CassetteFormatError(
+        None,
+        "its file was written over in place while it was in use (a save by replay replaces "
+        "it whole, which is safe): load it again",
+    )
 
 
 def _close_when_gone(owner: object, fd: int) -> None:
@@ -111,7 +139,7 @@ def _read(fd: int, offset: int, size: int) -> bytes:
     while len(data) < size:  # (a regular file reads whole, but a read may be short)
         more = os.pread(fd, size - len(data), offset + len(data))
         if not more:
-            raise OSError(f"the file ends at {offset + len(data)}, before {offset + size}")
+            raise EOFError(f"the file ends at {offset + len(data)}, before {offset + size}")
         data += more
     return data
 

@@ -386,6 +386,27 @@ def test_long_payloads_of_a_mapped_file_are_left_in_it_and_read_when_asked(
     assert list(payloads) == [bytes([i]) * 4000 for i in range(40)]
 
 
+@pytest.mark.parametrize("how", ["written over", "truncated"])
+def test_a_mapped_file_written_over_in_place_is_refused_not_read_as_other_bytes(
+    tmp_path: Path, how: str
+) -> None:
+    # It played the new file's bytes at the old offsets (garbage, with no error), or raised
+    # a bare OSError past its end.
+    path = tmp_path / "c.msgpack"
+    path.write_bytes(mapped_documents()["long payloads"])
+    with path.open("rb") as file:
+        [interaction] = read_mapped(file.fileno())
+    other = mapped_documents()["long payloads"].replace(b"\x05" * 4000, b"\x06" * 4000)
+    if how == "written over":
+        with path.open("r+b") as file:  # as `cp` onto it does: the same file, other bytes
+            file.write(other)
+    else:
+        with path.open("r+b") as file:
+            file.truncate(100)
+    with pytest.raises(CassetteFormatError, match="written over in place while it was in use"):
+        list(interaction.response.chunks.payloads)
+
+
 def valid_document() -> Any:
     """A valid cassette document as plain msgpack data (a fresh copy each call)."""
     return msgpack.unpackb(dumps([sse_interaction()]), raw=False)
