@@ -129,17 +129,19 @@ def is_secret_url_name(name: str) -> bool:
     return name.lower().translate(_URL_NAME_JOINERS) in URL_NAMES or is_secret_name(name)
 
 
-# Each shape starts at a word boundary and needs enough characters not to hit prose.
+# Each shape starts at a word boundary and needs enough characters not to hit prose; the
+# prefixes that prose also makes (`sk-learn-compatible`, `xoxo-xoxo`) need a digit as well,
+# which every such key holds.
 _KEYS = r"""
     \b(?:
-      sk-[A-Za-z0-9_-]{20,}                            # OpenAI (sk-, sk-proj-), Anthropic (sk-ant-)
+      sk-(?=[A-Za-z_-]*[0-9])[A-Za-z0-9_-]{20,}        # OpenAI (sk-, sk-proj-), Anthropic (sk-ant-)
     | (?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}         # Stripe secret and restricted keys
-    | (?:AKIA|ASIA)[A-Z0-9]{16}                        # AWS access key ids
+    | (?:AKIA|ASIA)[A-Z0-9]{16}\b                      # AWS access key ids
     | AIza[A-Za-z0-9_-]{30,}                           # Google API keys
     | (?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}         # GitHub tokens
     | github_pat_[A-Za-z0-9_]{20,}                     # GitHub fine-grained tokens
     | glpat-[A-Za-z0-9_-]{20,}                         # GitLab tokens
-    | xox[abposr]-[A-Za-z0-9-]{10,}                    # Slack tokens
+    | xox[abposr]-(?=[A-Za-z-]*[0-9])[A-Za-z0-9-]{10,} # Slack tokens
     | hf_[A-Za-z0-9]{20,}                              # Hugging Face tokens
     | eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*  # JWTs
     )

@@ -187,7 +187,7 @@ def test_default_path_includes_class_and_parametrize_ids(
 
 #: A key as a parametrize id: every five characters of it hold a letter past `f`, so that no
 #: part of it can be found by chance in a hex digest.
-ID_KEY = "sk-proj-QwErTyUiOpAsDfGhJkLzXcVbNm"
+ID_KEY = "sk-proj-QwErTy7UiOpAsDfGhJkLzXcVbNm"
 
 
 def test_a_key_in_a_parametrize_id_is_hashed_in_file_name_and_summary(

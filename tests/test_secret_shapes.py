@@ -17,6 +17,7 @@ from replay._secret_shapes import (
     NAME_STEMS,
     PLACEHOLDER,
     SHAPES,
+    chunks_hold_key,
     hide_header_shapes,
     hide_shapes,
     is_secret_name,
@@ -308,10 +309,27 @@ def test_a_key_across_the_blocks_of_a_long_body_is_found() -> None:
 
 
 def test_hash_shapes_puts_a_short_hash_in_place_of_each_key() -> None:
-    one, two = "sk-proj-QwErTyUiOpAsDfGhJkLzXcVbNm", "sk-proj-MnBvCxZlKjHgFdSaPoIuYtReWq"
+    one, two = "sk-proj-QwErTy7UiOpAsDfGhJkLzXcVbNm", "sk-proj-MnBvCx3ZlKjHgFdSaPoIuYtReWq"
     hashed = _secret_shapes.hash_shapes(f"test_x[{one}-gpt]")
     assert re.fullmatch(r"test_x\[REDACTED-[0-9a-f]{10}\]", hashed)  # (the id is one key)
     assert _secret_shapes.hash_shapes(f"test_x[{one}-gpt]") == hashed  # (sha256: every run)
     assert _secret_shapes.hash_shapes(f"test_x[{two}-gpt]") != hashed
     plain = "test_x[gpt-4o-mini]"
     assert _secret_shapes.hash_shapes(plain) is plain
+
+
+@pytest.mark.parametrize(
+    "prose",
+    [
+        "use sk-learn-compatible-transformers-and-pipelines here",
+        "xoxo-xoxo-xoxo-xoxo",
+        "ASIAPACIFIC2024REGION01",
+        "risk-averse-strategies-for-everyone-here",
+        "task-0f8fad5b-d9cb-469f-a165-70867728950e",
+    ],
+)
+def test_prose_that_starts_like_a_key_is_not_one(prose: str) -> None:
+    # A response echoing such prose made KeyInResponseWarning fail the recording test (the
+    # suite's warnings are errors); a request value holding it was redacted.
+    assert SHAPES.search(prose) is None
+    assert not chunks_hold_key([prose.encode()])
