@@ -124,13 +124,14 @@ class UrlRedaction:
             return PLACEHOLDER if holds_key(decode(field)) else field
         if value == PLACEHOLDER:
             return field
-        if self._secret_parameter(decode(name)) or holds_key(decode(value)):
+        if self._secret_parameter(decode(name), decode(value)) or holds_key(decode(value)):
             return f"{name}={PLACEHOLDER}"
         return field
 
-    def _secret_parameter(self, name: str) -> bool:
-        """Whether URL, fragment or form parameter `name` is a credential (`URL_NAMES`)."""
-        return name.lower() in self._field_names or is_secret_url_name(name)
+    def _secret_parameter(self, name: str, value: str) -> bool:
+        """Whether URL, fragment or form parameter `name` holding `value` is a credential
+        (`URL_NAMES`)."""
+        return name.lower() in self._field_names or is_secret_url_name(name, value)
 
 
 def _without_userinfo(netloc: str) -> str:

@@ -13,7 +13,9 @@ Two tests, so that redaction does not depend on an exact list of names:
   harmless.
 - **In a URL, by name too.** A query (or fragment, or form) parameter is also secret under
   a few names that are credentials there and ordinary words in a JSON body (`code`, an OAuth
-  authorization code; `sessionid`, `pass`, `otp`…): `URL_NAMES`.
+  authorization code; `sessionid`, `pass`, `otp`…): `URL_NAMES`. The most common words of
+  them (`code`, `ticket`, `sid`) only where the value is opaque, as such credentials are
+  (`?code=python` stays, and tells two requests apart).
 - **By shape.** A value holding a well-known key (`SHAPES`: OpenAI and Anthropic `sk-…`,
   AWS `AKIA…`/`ASIA…`, Google `AIza…`, GitHub, GitLab, Slack, Hugging Face, Stripe, JWTs) is
   secret whatever its name; in a header value, so are the credentials after `Bearer`,
@@ -77,10 +79,10 @@ URL_NAMES: frozenset[str] = frozenset(
     {
         "code",  # OAuth 2.0 authorization code (and `?code=` of most sign-in callbacks)
         "ticket",  # CAS service ticket
+        "sid",
         "sessionid",  # Django, and `session_id`
         "jsessionid",  # Java servlets (also a `;jsessionid=` path parameter)
         "phpsessid",
-        "sid",
         "pass",
         "passcode",
         "otp",
@@ -90,6 +92,12 @@ URL_NAMES: frozenset[str] = frozenset(
     }
 )
 _URL_NAME_JOINERS = str.maketrans("", "", "-_.")
+
+#: Of `URL_NAMES`, the everyday words (`?code=python`, `?sid=42`): a credential only when
+#: their value is opaque (`_OPAQUE`), as an authorization code, a ticket or a SID is.
+URL_NAMES_IF_OPAQUE: frozenset[str] = frozenset({"code", "ticket", "sid"})
+#: Eight or more characters of a token's alphabet, with a letter and a digit among them.
+_OPAQUE = re.compile(r"(?=[^0-9]*[0-9])(?=[^A-Za-z]*[A-Za-z])[A-Za-z0-9._~+/=-]{8,}")
 
 #: What every credential-like name holds, in lower case: a body without any of these (nor a
 #: name the user added) has no credential-like field.
@@ -123,10 +131,14 @@ def is_secret_name(name: str) -> bool:
     return any(secret_word.fullmatch(word) for word in words)
 
 
-def is_secret_url_name(name: str) -> bool:
-    """Whether a URL query, fragment or form parameter called `name` holds a credential: a
-    secret name (`is_secret_name`), or one of `URL_NAMES`."""
-    return name.lower().translate(_URL_NAME_JOINERS) in URL_NAMES or is_secret_name(name)
+def is_secret_url_name(name: str, value: str) -> bool:
+    """Whether a URL query, fragment or form parameter called `name` holds a credential when
+    its value is `value`: a secret name (`is_secret_name`), or one of `URL_NAMES` (those of
+    `URL_NAMES_IF_OPAQUE` only when `value` is opaque)."""
+    normal = name.lower().translate(_URL_NAME_JOINERS)
+    if normal in URL_NAMES_IF_OPAQUE:
+        return _OPAQUE.fullmatch(value) is not None
+    return normal in URL_NAMES or is_secret_name(name)
 
 
 # Each shape starts at a word boundary and needs enough characters not to hit prose; the

@@ -801,6 +801,25 @@ def test_each_form_of_a_credential_still_matches_another_value(
     assert origin.requests == []
 
 
+@pytest.mark.parametrize("name", ["code", "ticket", "sid"])
+def test_an_everyday_word_under_a_url_credentials_name_stays_and_tells_requests_apart(
+    origin: Origin, cassette_path: Path, name: str
+) -> None:
+    # `?code=python` and `?code=rust` were both stored as `code=REDACTED`: the second
+    # replayed the first one's answer, with no error.
+    url = f"{origin.url}{URL_PATH}"
+    with replay.use_cassette(cassette_path):
+        httpx.get(url, params={name: "python"})
+    stored = replay.Cassette.load(cassette_path).interactions[0].request.url
+    assert stored.endswith(f"?{name}=python")
+
+    with replay.use_cassette(cassette_path, record_mode="none"):
+        with pytest.raises(replay.CassetteMismatchError):
+            httpx.get(url, params={name: "rust"})
+        httpx.get(url, params={name: "python"})
+    assert Redactor().url(f"{url}?{name}=ab12cd34ef") == f"{url}?{name}={PLACEHOLDER}"
+
+
 def test_a_url_in_a_response_header_is_redacted(cassette_path: Path) -> None:
     location = "https://app.test/cb?code=location-opaque-1&state=s"
     script = Script(status=302, headers=[("location", location)], chunks=[(0.0, b"")])
