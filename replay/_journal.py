@@ -15,7 +15,8 @@ not fsynced (the page cache outlives a killed process; only the end of a session
 saves the cassette itself, pays for an fsync). A recording still streaming when the
 process dies has no part: it is not stored, rather than stored as if whole. A session of
 record mode "all" marks its parts as replacing what the cassette holds for the same
-requests, the others as added to it (`_parts.APPENDED`), as its own merge would; a process
+requests by its own matchers (`_parts.MATCH_ON`, when they are named ones), the others as
+added to it (`_parts.APPENDED`), as its own merge would; a process
 killed between its merge and the removal of its parts has them merged again: harmless for
 "all", a duplicate otherwise (a window of a few system calls).
 """
@@ -27,8 +28,9 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from replay._child._parts import APPENDED, PartsDirectory
+from replay._child._parts import APPENDED, MATCH_ON, PartsDirectory
 from replay.model import Interaction
 from replay.store import write_document
 
@@ -49,10 +51,13 @@ def _seconds() -> float:
 class Journal:
     """The parts of what a session into the cassette at `cassette` has `recorded` (its
     finished interactions, redacted, in order), written once the session is `DURABLE_AFTER`
-    seconds old; merged as they replace what the cassette holds for the same requests
-    (record mode "all"), or added to it. Thread-safe (recordings finish on reader threads)."""
+    seconds old; merged as they replace what the cassette holds for the same requests by the
+    matchers `replacing` (record mode "all"), or, when None, added to it. Thread-safe
+    (recordings finish on reader threads)."""
 
-    def __init__(self, cassette: Path, recorded: Sequence[Interaction], *, replacing: bool) -> None:
+    def __init__(
+        self, cassette: Path, recorded: Sequence[Interaction], *, replacing: Sequence[Any] | None
+    ) -> None:
         self.cassette = cassette
         self.recorded = recorded
         self.replacing = replacing
@@ -75,8 +80,7 @@ class Journal:
             try:
                 if self._parts is None:
                     self._parts = PartsDirectory.create(self.cassette)
-                    if not self.replacing:
-                        (self._parts.path / APPENDED).touch()
+                    _mark(self._parts.path, self.replacing)
                 for interaction in self.recorded[self._written :]:
                     self._written += 1
                     _write_part(self._parts.path, f"{self._pid}-{self._written:06d}", interaction)
@@ -100,6 +104,15 @@ class Journal:
             parts.remove_if_unused()
         else:
             parts.close()
+
+
+def _mark(directory: Path, replacing: Sequence[Any] | None) -> None:
+    """Say in `directory` how its parts merge: added (`APPENDED`), or replacing by the named
+    matchers `replacing` (`MATCH_ON`; the default ones when it names none, or a callable)."""
+    if replacing is None:
+        (directory / APPENDED).touch()
+    elif all(isinstance(name, str) for name in replacing):
+        (directory / MATCH_ON).write_text("\n".join(replacing))
 
 
 def _write_part(directory: Path, name: str, interaction: Interaction) -> None:

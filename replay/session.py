@@ -279,7 +279,7 @@ class CassetteSession:
             from replay._spool import Spool
             from replay.engine.recorder import Tape
 
-            replacing = mode == "all"  # (as the merge at the end)
+            replacing = self.match_on if mode == "all" else None  # (as the merge at the end)
             self._journal = Journal(self.path, cassette.recorded, replacing=replacing)
             self._tape = Tape(
                 cassette,

@@ -212,3 +212,42 @@ def test_replay_record_keeps_what_its_killed_program_had_recorded(
     urls = [i.request.url.rsplit("=", 1)[1] for i in load_interactions(out)]
     assert urls == ["0", "1"]
     assert sorted(path.name for path in out.parent.iterdir()) == ["app.msgpack"]
+
+
+# Records one request with its own matchers once its parts are written, then kills itself.
+KILLED_WITH_MATCHERS = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    import httpx
+    from replay import use_cassette
+    from replay._journal import DURABLE_AFTER
+
+    cassette, url = sys.argv[1], sys.argv[2]
+    with use_cassette(cassette, record_mode="all", match_on=("method", "path")):
+        time.sleep(DURABLE_AFTER)
+        httpx.get(url + "/short", params={"v": "2"}).raise_for_status()
+        time.sleep(0.1)  # (the part is written as the recording finishes, on its thread)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def test_what_a_killed_all_session_left_replaces_by_its_own_matchers(
+    tmp_path: Path, origin: Origin
+) -> None:
+    # Recovery replaced by the default matchers: the answer recorded for `?v=1` stayed, first.
+    cassette = tmp_path / "c.msgpack"
+    with use_cassette(cassette, record_mode="all", match_on=("method", "path")):
+        httpx.get(origin.url + "/short", params={"v": "1"})
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_WITH_MATCHERS, str(cassette), origin.url],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+
+    with use_cassette(cassette, record_mode="all", match_on=("method", "path")):
+        pass  # a recording session: it merges what the killed one left
+
+    assert [i.request.url.rsplit("?", 1)[1] for i in load_interactions(cassette)] == ["v=2"]

@@ -45,12 +45,15 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["APPENDED", "PartsDirectory", "hold", "left_behind", "leftovers", "recover"]
+__all__ = ["APPENDED", "MATCH_ON", "PartsDirectory", "hold", "left_behind", "leftovers", "recover"]
 
 _OWNER = "owner"
 #: In a directory whose parts are added to OUT rather than replacing what it holds for the
 #: same requests (a session of record mode "once" or "new_episodes": `replay._journal`).
 APPENDED = "appended"
+#: The file naming the matchers by which the parts replace what `out` holds (one a line;
+#: without it, `DEFAULT_MATCH_ON`): a session's own `match_on`.
+MATCH_ON = "match_on"
 
 
 def _prefix(out: Path) -> str:
@@ -122,11 +125,20 @@ class PartsDirectory:
         files = _part_files(self.path)
         recorded = [interaction for file in files for interaction in load_interactions(file)]
         if recorded:
-            appended = (self.path / APPENDED).exists()
-            merge(out, recorded, replacing=None if appended else DEFAULT_MATCH_ON)
+            merge(out, recorded, replacing=self._replacing())
         for file in files:
             file.unlink(missing_ok=True)
         return recorded
+
+    def _replacing(self) -> tuple[str, ...] | None:
+        """The matchers by which the parts replace what the cassette holds (None: added)."""
+        if (self.path / APPENDED).exists():
+            return None
+        try:
+            names = (self.path / MATCH_ON).read_text().split()
+        except FileNotFoundError:
+            return DEFAULT_MATCH_ON
+        return tuple(names) or DEFAULT_MATCH_ON
 
     def remove_if_unused(self) -> bool:
         """Remove the directory unless another process still holds it; whether it did."""
