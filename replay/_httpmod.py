@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import Any, Protocol
 
+from replay.engine.ends import CUT_NAME, stored_name
+
 __all__ = [
     "AsyncSource",
     "SyncSource",
@@ -47,28 +49,14 @@ def module_of(obj: Any) -> ModuleType:
     return sys.modules[type(obj).__module__.partition(".")[0]]
 
 
-#: Errors other client libraries record, by the httpx class that means the same.
-_HTTPX_NAMES = {
-    "ClientPayloadError": "RemoteProtocolError",  # aiohttp: the body was cut
-    "ServerDisconnectedError": "RemoteProtocolError",
-    "SocketTimeoutError": "ReadTimeout",  # aiohttp: no data within sock_read
-    "ServerTimeoutError": "ReadTimeout",
-    "TimeoutError": "ReadTimeout",
-    "ProtocolError": "RemoteProtocolError",  # urllib3
-    "ReadTimeoutError": "ReadTimeout",
-}
-
-
 def error_class(module: ModuleType, name: str | None) -> type[Exception]:
-    """The request error class `name` of `module`, or its RemoteProtocolError if it has none.
+    """The class of `module` (httpx or httpx2) that replays the recorded error `name`.
 
-    Only `RequestError` subclasses qualify (what a transport raises mid-body, and built from
-    a message alone); an error another library recorded (aiohttp, urllib3) is its httpx
-    equivalent; any other recorded error, e.g. one a custom transport raised, replays as the
-    connection failing: RemoteProtocolError.
+    The end vocabulary (`replay.engine.ends`) says which: an error of httpx's own as itself,
+    any other by what it means (`ReadTimeout` for a timeout, `RemoteProtocolError` for a cut,
+    as for a name nobody knows).
     """
-    name = _HTTPX_NAMES.get(name or "", name)
-    found = getattr(module, name, None) if name else None
+    found = getattr(module, stored_name(name or CUT_NAME), None)
     if isinstance(found, type) and issubclass(found, module.RequestError):
         return found
     fallback: type[Exception] = module.RemoteProtocolError

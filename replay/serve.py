@@ -5,12 +5,12 @@
 cassette. The client talks to 127.0.0.1 while the recording was made of another origin, so
 requests match on method, path, query and body (`SERVE_MATCH_ON`). The recorded status and
 headers leave at their recorded time, each chunk at its absolute deadline as its own
-`http.response.body` message, and then the body ends as it did live: cleanly; by dropping the
-connection (the app returns without finishing the response, and uvicorn closes it); or, for a
-recorded timeout, by stalling until the client gives up, as the live client did. It is a shell
-over the engine: the `Player` finds the answer and applies the faults (`--fault`), the
-`Stepper` says what is due when; a stall fault is a silence the client's own read timeout
-measures.
+`http.response.body` message, and then the body ends as it did live (`replay.engine.ends`
+says what a recorded end means): cleanly; for a cut, by dropping the connection (the app
+returns without finishing the response, and uvicorn closes it); for a timeout, by stalling
+until the client gives up, as the live client did. It is a shell over the engine: the
+`Player` finds the answer and applies the faults (`--fault`), the `Stepper` says what is due
+when; a stall fault is a silence the client's own read timeout measures.
 """
 
 from __future__ import annotations
@@ -46,7 +46,18 @@ from replay._asgi import (
 from replay._guard import REQUEST_TIMEOUT, check_request_timeout
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
-from replay.engine import Data, End, Head, Played, Player, Stepper, step_async
+from replay.engine import (
+    Data,
+    End,
+    EndKind,
+    Head,
+    Played,
+    Player,
+    Stepper,
+    end_kind,
+    error_kind,
+    step_async,
+)
 from replay.errors import ALREADY_PLAYED, CassetteMismatchError
 from replay.faults import FaultLike, coerce
 from replay.model import Request, Response
@@ -96,7 +107,7 @@ def _replayed_headers(response: Response) -> list[tuple[bytes, bytes]]:
     body of a response that ended cleanly."""
     headers = [(name, value.strip(_SPACES)) for name, value in response.headers]
     lengths = {value for name, value in headers if name.lower() == "content-length"}
-    whole = response.end.is_clean and not response.end.truncated
+    whole = end_kind(response.end) is EndKind.CLEAN
     if whole and lengths == {str(len(response.body))}:
         return passed_on(headers)
     return passed_on(headers, also_drop=("content-length",))
@@ -245,11 +256,12 @@ class ReplayApp:
                     continue
                 await send({"type": "http.response.body", "body": step.data, "more_body": True})
             elif isinstance(step, End):
-                if step.error is None:
+                kind = error_kind(step.error)
+                if kind is EndKind.CLEAN:
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
-                elif step.error.endswith("Timeout"):
+                elif kind is EndKind.TIMEOUT:
                     await anyio.sleep_forever()  # the live client gave up waiting; so will this
-                # Any other error: leave the body unfinished, so that uvicorn drops the connection.
+                # A cut: leave the body unfinished, so that uvicorn drops the connection.
                 return
 
 

@@ -196,7 +196,7 @@ async def test_a_dropped_stream_replays_as_client_payload_error_after_the_same_b
     with pytest.raises(aiohttp.ClientPayloadError):
         await record(cassette_path, f"{origin.url}/dropped", read=until_error)
     live, got[:] = list(got), []
-    assert only_response(cassette_path).end.error == "ClientPayloadError"
+    assert only_response(cassette_path).end.error == "RemoteProtocolError"  # httpx's name
 
     with (
         replay.use_cassette(cassette_path, record_mode="none"),

@@ -59,7 +59,6 @@ _Options = Mapping[str, Any]  # the keyword arguments of `_request`
 
 #: What aiohttp raises when a socket read outlasts `sock_read` (3.10+; before: its base).
 _READ_TIMEOUT: type[Exception] = getattr(aiohttp, "SocketTimeoutError", aiohttp.ServerTimeoutError)
-_TIMEOUTS = frozenset({"ReadTimeout", "SocketTimeoutError", "ServerTimeoutError", "TimeoutError"})
 _AIOHTTP_DECODES = frozenset({"gzip", "deflate", "br", "zstd"})  # decoded by aiohttp itself
 _REPLAY_DECODES = frozenset({"gzip", "deflate"})  # decoded by replay for it
 #: aiohttp 3.14 wants the writer of a sent request; a replayed one has sent nothing.
@@ -243,7 +242,8 @@ class _ReplayedBody(aiohttp.StreamReader):
                 self.end_http_chunk_receiving()
                 return True
             if isinstance(step, engine.End) and step.error is not None:
-                error = _READ_TIMEOUT if step.error in _TIMEOUTS else aiohttp.ClientPayloadError
+                timeout = engine.error_kind(step.error) is engine.EndKind.TIMEOUT
+                error = _READ_TIMEOUT if timeout else aiohttp.ClientPayloadError
                 self.set_exception(error(step.message))
             else:
                 self.feed_data(b"" if inflater is None else inflater.flush())

@@ -11,7 +11,8 @@ end raised as urllib3 raises it (`ProtocolError`, which requests turns into
 Replaying, the body follows the engine's `Stepper`. Recording, the real send streams and a
 `replay._reader.ThreadReader` reads the still-encoded body as it arrives (each HTTP chunk
 whole), stamping it; the client's `raw` takes what the thread queued. Errors are recorded
-under httpx's names (the cassette's vocabulary); the client still gets urllib3's.
+under httpx's names (the cassette's vocabulary: `replay.engine.ends`); the client gets
+urllib3's.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from urllib3.exceptions import DecodeError, ProtocolError, ReadTimeoutError
 from replay import patch
 from replay._decoding import Inflater
 from replay._reader import END, Failed, ThreadReader
-from replay.engine import Data, End, Stepper, read_timeouts, step_sync
+from replay.engine import Data, End, EndKind, Stepper, error_kind, read_timeouts, step_sync
 from replay.errors import hide_for_replay_errors
 from replay.model import Request
 
@@ -134,8 +135,9 @@ def _replayed(stepper: Stepper, clock: Any, url: str) -> Source:
 
 
 def _urllib3_error(end: End, url: str) -> Exception:
-    """The recorded end as urllib3 raises it mid-body (requests translates it)."""
-    if end.error is not None and end.error.endswith(("Timeout", "TimeoutError")):
+    """The recorded end as urllib3 raises it mid-body (requests translates it): a timeout
+    (`replay.engine.ends`) as its ReadTimeoutError, a cut as its ProtocolError."""
+    if error_kind(end.error) is EndKind.TIMEOUT:
         return ReadTimeoutError(None, url, end.message or "Read timed out.")  # type: ignore[arg-type]
     return ProtocolError(end.message or f"Connection broken: {end.error}")
 
@@ -280,23 +282,6 @@ class _Raw:
 # -- recording -------------------------------------------------------------------------------
 
 
-class _Renamed(Exception):
-    """An upstream error under the name the cassette gives it (httpx's, by its class name);
-    the client gets `original`, urllib3's own error."""
-
-    def __init__(self, original: Exception) -> None:
-        super().__init__(original.args[0] if original.args else str(original))
-        self.original = original
-
-
-class RemoteProtocolError(_Renamed):
-    """A body cut short upstream (urllib3's ProtocolError)."""
-
-
-class ReadTimeout(_Renamed):
-    """A read that timed out upstream (urllib3's ReadTimeoutError)."""
-
-
 def _record(session: Any, asked: Request, send: Callable[[], Any]) -> Any:
     """Send for real (streaming) and hand back the response, its body recorded as it comes."""
     recording = session.start_recording(asked)
@@ -320,8 +305,7 @@ def _queued(reader: ThreadReader) -> Source:
         if item is END:
             return None
         if isinstance(item, Failed):
-            error = item.error
-            raise error.original if isinstance(error, _Renamed) else error
+            raise item.error
         assert isinstance(item, bytes)
         return item
 
@@ -342,20 +326,15 @@ class _Upstream:
 
     @property
     def stream(self) -> Iterator[bytes]:
-        """The body's pieces as they arrive; a cut or timeout raised under httpx's name."""
+        """The body's pieces as they arrive; a cut or timeout raised as urllib3 raised it."""
         raw = self.raw
-        try:
-            if raw.chunked and raw.supports_chunked_reads():
-                yield from raw.stream(None, decode_content=False)
-            elif hasattr(raw, "read1"):  # not buffered up to a size, as read(amt) is
-                while data := raw.read1(2**16, decode_content=False):
-                    yield data
-            else:  # urllib3 1.x
-                yield from raw.stream(2**14, decode_content=False)
-        except ReadTimeoutError as error:
-            raise ReadTimeout(error) from error
-        except ProtocolError as error:
-            raise RemoteProtocolError(error) from error
+        if raw.chunked and raw.supports_chunked_reads():
+            yield from raw.stream(None, decode_content=False)
+        elif hasattr(raw, "read1"):  # not buffered up to a size, as read(amt) is
+            while data := raw.read1(2**16, decode_content=False):
+                yield data
+        else:  # urllib3 1.x
+            yield from raw.stream(2**14, decode_content=False)
 
     def close(self) -> None:
         """Let go of the connection (back to the pool if the body was read to its end)."""

@@ -3,6 +3,7 @@
     Player    redact → match → faults → what plays (one lock, one play bookkeeping)
     Stepper   next(now) → Wait(seconds) | Head | Data(bytes) | End(error)
     Tape      Recording: chunk(at, bytes) … end → Interaction, redacted, onto a cassette
+    ends      what a recorded end means: clean | timeout | cut | stopped by the client, session
 
 The shells (the httpx/httpx2 transports, the session, `replay serve`, `replay play` and
 `replay proxy`) do the I/O and the waiting, each its own way.
@@ -14,6 +15,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from replay.engine.ends import (
+        CUT_NAME,
+        END_NAMES,
+        TIMEOUT_NAME,
+        EndKind,
+        end_kind,
+        error_kind,
+        recorded_error,
+        stored_name,
+    )
     from replay.engine.player import Played, Player
     from replay.engine.recorder import Recording, Tape
     from replay.engine.stepper import (
@@ -29,8 +40,12 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "CUT_NAME",
+    "END_NAMES",
+    "TIMEOUT_NAME",
     "Data",
     "End",
+    "EndKind",
     "Head",
     "Played",
     "Player",
@@ -39,14 +54,31 @@ __all__ = [
     "Stepper",
     "Tape",
     "Wait",
+    "end_kind",
+    "error_kind",
     "read_timeouts",
+    "recorded_error",
     "step_async",
     "step_sync",
+    "stored_name",
 ]
 
 
 # Each name is imported on first use: a session that only replays never loads the recorder.
 _LAZY = {
+    **dict.fromkeys(
+        (
+            "CUT_NAME",
+            "END_NAMES",
+            "TIMEOUT_NAME",
+            "EndKind",
+            "end_kind",
+            "error_kind",
+            "recorded_error",
+            "stored_name",
+        ),
+        "ends",
+    ),
     "Played": "player",
     "Player": "player",
     "Recording": "recorder",

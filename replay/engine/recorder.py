@@ -27,6 +27,7 @@ from collections.abc import Callable
 from replay._spool import SPOOL_PIECE, Spool, SpooledPayloads
 from replay.cassette import Cassette
 from replay.clock import Clock
+from replay.engine.ends import recorded_error
 from replay.model import Chunks, Interaction, Request, Response, StreamEnd
 from replay.redact import Redactor
 
@@ -221,7 +222,8 @@ class Recording:
         """End the recording now (the first call wins) and store it on the tape.
 
         Args:
-            error: the exception that ended the body (None: a clean end).
+            error: the exception that ended the body (None: a clean end); stored under
+                the end vocabulary's name (`replay.engine.ends`).
             stopped_by: "client" (it closed early) or "session" (it ended while this was
                 still streaming); None when the body reached its end.
         """
@@ -234,13 +236,9 @@ class Recording:
             self.tape.store(self, None)
             return
         at = max(self.elapsed(), chunks.times[-1] if chunks.times else self.headers_at)
-        end = StreamEnd(
-            at=at,
-            error=None if error is None else type(error).__name__,
-            message="" if error is None else str(error),
-            truncated=stopped_by is not None,
-            stopped_by=stopped_by,
-        )
+        name, message = (None, "") if error is None else recorded_error(error)
+        truncated = stopped_by is not None
+        end = StreamEnd(at, name, message, truncated=truncated, stopped_by=stopped_by)
         response = Response(
             status=self.status,
             headers=self.headers,
