@@ -25,6 +25,7 @@ import attrs
 from replay._secret_shapes import hide_shapes
 from replay.describe import printable
 from replay.dialects.kinds import Kind
+from replay.engine.ends import error_kind
 from replay.model import StreamEnd
 
 if TYPE_CHECKING:
@@ -85,17 +86,6 @@ _BLOCK = 3 * _MARK_ROW + _LABELS + _EVENTS + _CHUNKS
 _SPACE = 16
 _AXIS = 30
 _DATA_START = 80  # characters of an event's data shown on hover
-# Errors of the libraries served that mean the connection dropped mid-body.
-_CUTS = frozenset(
-    {
-        "RemoteProtocolError",
-        "ChunkedEncodingError",
-        "ClientPayloadError",
-        "ServerDisconnectedError",
-        "IncompleteRead",
-        "ProtocolError",
-    }
-)
 # What XML 1.0 refuses and `printable` lets through.
 _NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
 
@@ -107,9 +97,9 @@ def esc(text: str) -> str:
 
 
 def end_label(end: StreamEnd) -> str:
-    """How the body ended, in a word or two: `EOF`, `cut (…)`, `error (…)`, `client stop`."""
+    """How the body ended, in a word or two: `EOF`, `cut (…)`, `timeout (…)`, `client stop`."""
     if end.error is not None:
-        return f"{'cut' if end.error in _CUTS else 'error'} ({end.error})"
+        return f"{error_kind(end.error).value} ({end.error})"
     if end.truncated:
         return f"{end.stopped_by} stop"
     return "EOF"

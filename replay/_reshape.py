@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 
 import attrs
 
+from replay.engine.ends import CUT_NAME
 from replay.model import Chunks, Response, StreamEnd
 from replay.sse import SSEParser
 
@@ -32,8 +33,9 @@ __all__ = [
     "silence_at",
 ]
 
-#: How a dropped connection ends the body: the error httpx raises for it, and its message.
-CUT_ERROR = "RemoteProtocolError"
+#: How a dropped connection ends the body: the end vocabulary's name for a cut (httpx's), and
+#: the message httpx gives it.
+CUT_ERROR = CUT_NAME
 CUT_MESSAGE = (
     "peer closed connection without sending complete message body (incomplete chunked read)"
 )

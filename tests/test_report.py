@@ -180,6 +180,25 @@ def test_a_cut_stream_ends_at_the_cut_and_its_finding_is_named() -> None:
     assert "1: stream.truncated (error)" in page
 
 
+@pytest.mark.parametrize(
+    ("error", "label"),
+    [
+        ("SocketTimeoutError", "timeout (SocketTimeoutError) "),
+        ("ClientPayloadError", "cut (ClientPayloadError) "),
+    ],
+)
+def test_an_end_recorded_under_another_librarys_name_is_labelled_by_its_meaning(
+    error: str, label: str
+) -> None:
+    interaction = synthesize("responses", "Hello there, friend.")
+    response = interaction.response
+    ended = attrs.evolve(response, end=attrs.evolve(response.end, error=error, message="m"))
+    page = report(single(attrs.evolve(interaction, response=ended)))
+    end = marker(check_stream(page, attrs.evolve(interaction, response=ended)), "end")
+    assert end.get("class") == "marker end bad"
+    assert "".join(end.itertext()).startswith(label)
+
+
 def test_a_client_stop_is_drawn_as_a_stop() -> None:
     interaction = synthesize("responses", "Hello there, friend.")
     response = interaction.response

@@ -27,6 +27,7 @@ import attrs
 from replay import _deep_json
 from replay._decoding import decoded_chunks
 from replay.dialects._rules import Severity, severity_of
+from replay.engine.ends import CUT_NAME
 from replay.errors import ConfigurationError
 from replay.model import MAX_SECONDS, Chunk, Interaction, Request, Response, StreamEnd
 from replay.sse import parse
@@ -364,7 +365,7 @@ def build(
         last = chunks.pop()
         text = last.data.decode()  # cut between characters, as a server's write would
         chunks.append(Chunk(last.at, text[: len(text) // 2].encode()))
-        end = StreamEnd(round(at + small_gap, 6), error="RemoteProtocolError", message=CUT_MESSAGE)
+        end = StreamEnd(round(at + small_gap, 6), error=CUT_NAME, message=CUT_MESSAGE)
     response = Response(
         status=200,
         headers=[("content-type", "text/event-stream; charset=utf-8")],

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import attrs
 
 from replay.clock import Clock, Schedule
+from replay.engine.ends import TIMEOUT_NAME
 from replay.model import Response
 
 __all__ = [
@@ -155,7 +156,7 @@ class Stepper:
             return _HEAD
         if self._timeouts and index in self._timeouts:
             self._next = self._count + 1
-            return End("ReadTimeout", STALL_TIMEOUT_MESSAGE)
+            return End(TIMEOUT_NAME, STALL_TIMEOUT_MESSAGE)
         if index < self._count:
             return Data(self._payloads[index])
         end = self.response.end
