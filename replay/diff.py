@@ -3,7 +3,9 @@
 Interactions are paired by position (#0 with #0, #1 with #1, …). For each pair:
 
 - the request: method and URL, and the body (compared as JSON when both bodies are JSON);
-- the status, and how the body ended (`eof`, `truncated`, or the transport error's class);
+- the status, and how the body ended (`eof`, `truncated`, or the transport error's name in
+  the cassette's vocabulary, `replay.engine.ends`: an older recording's aiohttp or urllib3
+  name compares as the name it would be stored under now);
 - the events: difflib over `(event name, data)` pairs, giving runs of events changed,
   removed or added (near-linear in place of difflib where it would be slow: events
   repeated by the thousand, see `replay._align`). Data that is JSON is compared without
@@ -40,6 +42,7 @@ from replay._diff_text import format_diff
 from replay._match_keys import json_key
 from replay.cassette import Cassette
 from replay.dialects.texts import stream_texts
+from replay.engine.ends import stored_name
 from replay.model import Interaction, Response, StreamEnd, TimedEvent
 
 __all__ = [
@@ -367,5 +370,5 @@ def _response_notes(a: Response, b: Response) -> list[str]:
 
 def _end_name(end: StreamEnd) -> str:
     if end.error is not None:
-        return end.error
+        return stored_name(end.error)
     return "truncated" if end.truncated else "eof"

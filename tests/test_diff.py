@@ -141,6 +141,31 @@ def test_the_end_of_a_stream_is_compared() -> None:
     assert item.changes == ()
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "notes"),
+    [
+        ("ClientPayloadError", "RemoteProtocolError", ()),  # aiohttp's name, stored before
+        ("SocketTimeoutError", "ReadTimeout", ()),
+        (
+            "ReadTimeoutError",
+            "RemoteProtocolError",
+            ("end: ReadTimeout in A, RemoteProtocolError in B",),
+        ),
+    ],
+)
+def test_ends_compare_by_the_name_they_are_stored_under_now(
+    old: str, new: str, notes: tuple[str, ...]
+) -> None:
+    clean = responses.stream(TEXT)
+    at = clean.response.end.at
+    a, b = (
+        attrs.evolve(clean, response=attrs.evolve(clean.response, end=StreamEnd(at, error=name)))
+        for name in (old, new)
+    )
+    (item,) = compare(a, b).interactions
+    assert item.notes == notes
+
+
 def test_a_response_that_is_no_stream_is_compared_by_status_and_body() -> None:
     (item,) = compare(json_interaction(b"{}"), json_interaction(b'{"a": 1}', 500)).interactions
     assert item.notes == ("status: 200 in A, 500 in B", "body differs: 2 bytes in A, 8 in B")
