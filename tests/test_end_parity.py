@@ -253,16 +253,23 @@ def test_every_name_of_the_engines_table_is_in_the_parity_table() -> None:
     assert set(engine.END_NAMES) <= names
 
 
+# Instant speed takes each shell's fast path; virtual time its stepped one, without waiting.
+@pytest.mark.parametrize("speed", ["instant", "virtual"])
 @pytest.mark.parametrize("shell", list(SHELLS))
 @pytest.mark.parametrize(
     ("name", "stopped_by", "kind"), [pytest.param(*end[1:], id=end[0]) for end in ENDS]
 )
 def test_each_end_replays_as_the_clients_own_error_of_its_meaning(
-    cassette_path: Path, shell: str, name: str | None, stopped_by: str | None, kind: Kind
+    cassette_path: Path,
+    shell: str,
+    speed: str,
+    name: str | None,
+    stopped_by: str | None,
+    kind: Kind,
 ) -> None:
     replay.Cassette([interaction(URL, end_of(name, stopped_by))]).save(cassette_path)
 
-    with replay.use_cassette(cassette_path, record_mode="none", speed="instant"):
+    with replay.use_cassette(cassette_path, record_mode="none", speed=speed):
         outcome = SHELLS[shell](URL)
 
     check(shell, name, kind, outcome)
