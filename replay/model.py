@@ -290,8 +290,8 @@ class StreamEnd:
 
     Args:
         at: seconds from sending the request to the end.
-        error: None for a clean end; else the name of the client library's exception class
-            that ended it (`"RemoteProtocolError"`, `"ReadTimeout"`, …).
+        error: None for a clean end; else the name of the error that ended it, in httpx's
+            words (`"ReadTimeout"`, `"RemoteProtocolError"`, …: `replay.engine.ends`).
         message: the exception's message.
         truncated: the recording stopped before the body's end; nothing was recorded after.
         stopped_by: who stopped it: "client" (it closed the response early) or "session"
