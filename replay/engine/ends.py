@@ -128,8 +128,8 @@ def end_kind(end: StreamEnd) -> EndKind:
 
 
 def stored_name(name: str) -> str:
-    """The name the cassette stores for the error `name` (an httpx name): httpx's own names
-    as they are, any other by what it means (`ReadTimeout`, `RemoteProtocolError`)."""
+    """The name the cassette stores for an error named `name`: one of httpx's as it is, any
+    other as httpx's name for what it means (`ReadTimeout`, `RemoteProtocolError`)."""
     if name in _HTTPX:
         return name
     return _STORED[END_NAMES.get(name, EndKind.CUT)]
