@@ -204,7 +204,7 @@ class Run:
 
 def _explain_failure(item: pytest.Item, session: CassetteSession, report: Any) -> None:
     """Add what replay knows of a failed test to its report: faults, unmatched requests."""
-    if session.faults:
+    if session.options.faults:
         report.sections.append(_fault_report(session))
     if session.mismatches:
         lines = [str(error) for error in session.mismatches]

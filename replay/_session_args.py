@@ -30,6 +30,7 @@ __all__ = [
     "finish_wait",
     "host_names_of",
     "ignored_hosts",
+    "is_virtual",
     "on_virtual_time",
 ]
 
@@ -79,7 +80,7 @@ def clocks_for(speed: SpeedLike, given: Clock | None) -> Clocks:
     Raises:
         ConfigurationError: a bad speed, or virtual time with a clock of one's own.
     """
-    if isinstance(speed, str) and speed.strip().lower() == VIRTUAL:
+    if is_virtual(speed):
         if given is not None:
             raise ConfigurationError("speed 'virtual' brings its own clock: do not pass clock=")
         from replay.vtime import RealClock, VirtualTime
@@ -87,6 +88,11 @@ def clocks_for(speed: SpeedLike, given: Clock | None) -> Clocks:
         # Recordings stamp real time, even in a virtual-time session.
         return True, 1.0, VirtualTime(), RealClock()
     return False, parse_speed(speed), given or MonotonicClock(), None
+
+
+def is_virtual(speed: SpeedLike) -> bool:
+    """Whether `speed` asks for replay as recorded on virtual time."""
+    return isinstance(speed, str) and speed.strip().lower() == VIRTUAL
 
 
 def on_virtual_time(clock: Clock) -> TypeGuard[VirtualTime]:
