@@ -32,7 +32,7 @@ from replay.dialects._common import (
     tokenize,
     truncate,
 )
-from replay.model import Interaction
+from replay.model import Interaction, Request
 
 __all__ = ["FAILURES", "MODEL", "URL", "check", "stream"]
 
@@ -203,7 +203,25 @@ def stream(
     if failure in ("max_tokens", "refusal"):
         pieces, tool_use, stop_reason = pieces[: (len(pieces) + 1) // 2], None, failure
     key = (text, thinking, tool_use and tool_use.arguments_json, model, prompt)
-    blocks: list[tuple[dict[str, object], list[dict[str, str]]]] = []
+    message = _message(stable_id("msg_", *key), model, len(tokenize(prompt)))
+    steps = _steps(message, _blocks(pieces, thinking, tool_use), stop_reason)
+    cut = False
+    if failure in ("cut", "error"):
+        error = {"type": "overloaded_error", "message": "Overloaded"}
+        steps, cut = truncate(
+            steps, Step("error", {"error": error}) if failure == "error" else None
+        )
+    request = _request(prompt, model, max_tokens, thinking, tool_use)
+    return build(request, steps, _encode, ttft=ttft, tokens_per_second=tokens_per_second, cut=cut)
+
+
+#: A content block as it starts, and the deltas that fill it.
+_Content = tuple[dict[str, object], list[dict[str, str]]]
+
+
+def _blocks(pieces: list[str], thinking: str | None, tool_use: ToolCall | None) -> list[_Content]:
+    """The content blocks of a message: thinking (signed), the text `pieces`, a tool use."""
+    blocks: list[_Content] = []
     if thinking is not None:
         signature = base64.b64encode(hashlib.sha256(thinking.encode()).digest() * 3).decode()
         deltas = [{"type": "thinking_delta", "thinking": p} for p in tokenize(thinking)]
@@ -219,10 +237,12 @@ def stream(
             for piece in ["", *tokenize(tool_use.arguments_json)]
         ]
         blocks.append(({**start, "input": {}}, deltas))  # the API sends "" first
-    input_tokens = len(tokenize(prompt))
-    steps = [
-        Step("message_start", {"message": _message(stable_id("msg_", *key), model, input_tokens)})
-    ]
+    return blocks
+
+
+def _steps(message: dict[str, object], blocks: list[_Content], stop_reason: str) -> list[Step]:
+    """The events of a whole stream: the message's start, its blocks, its delta and stop."""
+    steps = [Step("message_start", {"message": message})]
     for index, (block, deltas) in enumerate(blocks):
         steps.append(Step("content_block_start", {"index": index, "content_block": block}))
         if index == 0:
@@ -240,12 +260,13 @@ def stream(
     delta = {"stop_reason": stop_reason, "stop_sequence": None}
     steps.append(Step("message_delta", {"delta": delta, "usage": {"output_tokens": output_tokens}}))
     steps.append(Step("message_stop", {}))
-    cut = False
-    if failure in ("cut", "error"):
-        error = {"type": "overloaded_error", "message": "Overloaded"}
-        steps, cut = truncate(
-            steps, Step("error", {"error": error}) if failure == "error" else None
-        )
+    return steps
+
+
+def _request(
+    prompt: str, model: str, max_tokens: int, thinking: str | None, tool_use: ToolCall | None
+) -> Request:
+    """What `client.messages.create(**body)` sends (thinking with half `max_tokens`)."""
     body: dict[str, object] = {
         "max_tokens": max_tokens,
         "messages": [{"role": "user", "content": prompt}],
@@ -257,8 +278,7 @@ def stream(
     if tool_use is not None:
         body["tools"] = [{"name": tool_use.name, "input_schema": json_schema(tool_use.arguments)}]
     headers = {"x-api-key": "sk-ant-synthetic", "anthropic-version": "2023-06-01"}
-    request = json_request(URL, body, headers)
-    return build(request, steps, _encode, ttft=ttft, tokens_per_second=tokens_per_second, cut=cut)
+    return json_request(URL, body, headers)
 
 
 def _encode(_number: int, step: Step) -> bytes:
