@@ -98,25 +98,34 @@ def record_command(
         if recovered is not None:
             print(recovered, file=stream)
         if signals.held is not None:  # stopped while recovering: the program never starts
-            return 128 + signals.held
+            return _exit_status(0, signals)
         settings = functools.partial(settings, reach_dir=reach.path)
-        status = StatusLine(stream) if is_terminal(stream) and os.name == "posix" else None
-        if status is not None:
-            settings = functools.partial(settings, status_fd=status.write_fd)
-        if mode == "all":
-            code, recorded = _record_in_parts(out, program, settings, status, signals, stream)
-            if recorded is None and code == 0:
-                code = 1  # nothing is lost (the parts are kept), but OUT is not whole: say so
-        else:
-            before = load_interactions(out) if out.exists() else []
-            code = run_program(program, _child_environment(settings()), status, signals)
-            recorded = _recorded_since(out, before, stream)
+        code, recorded = _record(out, mode, program, settings, signals, stream)
         if recorded is not None:
-            for line in summary_lines(out, recorded):
-                print(line, file=stream)
+            _print_summary(out, recorded, stream)
         if not recorded:  # (a program killed before its exit recorded, yet never said so)
             _say_if_unreached(reach, stream)
-    return code if signals.held is None else 128 + signals.held
+    return _exit_status(code, signals)
+
+
+def _record(
+    out: Path,
+    mode: str,
+    program: list[str],
+    settings: Callable[..., Mapping[str, str]],
+    signals: Signals,
+    stream: TextIO,
+) -> tuple[int, list[Interaction] | None]:
+    """Run the program recording into `out` in `mode` (with a live status line on a
+    terminal): its status and what it recorded (None if that cannot be read back)."""
+    status = StatusLine(stream) if is_terminal(stream) and os.name == "posix" else None
+    if status is not None:
+        settings = functools.partial(settings, status_fd=status.write_fd)
+    if mode == "all":
+        return _record_in_parts(out, program, settings, status, signals, stream)
+    before = load_interactions(out) if out.exists() else []
+    code = run_program(program, _child_environment(settings()), status, signals)
+    return code, _recorded_since(out, before, stream)
 
 
 def _record_in_parts(
@@ -128,7 +137,8 @@ def _record_in_parts(
     stream: TextIO,
 ) -> tuple[int, list[Interaction] | None]:
     """Run the program recording into a parts directory, then merge the parts into `out`;
-    the program's status and what it recorded (None if the merge failed)."""
+    the program's status (1 for a success whose merge failed) and what it recorded (None
+    if the merge failed)."""
     parts = PartsDirectory.create(out)
     environment = _child_environment(settings(parts_dir=parts.path))
     try:
@@ -136,7 +146,10 @@ def _record_in_parts(
     except BaseException:  # the program did not start: nothing to merge
         parts.remove_if_unused()
         raise
-    return code, _merge_parts(out, parts, stream)
+    recorded = _merge_parts(out, parts, stream)
+    if recorded is None and code == 0:
+        code = 1  # nothing is lost (the parts are kept), but OUT is not whole: say so
+    return code, recorded
 
 
 def replay_command(
@@ -179,33 +192,57 @@ def replay_command(
         ConfigurationError: a bad speed or fault, an unknown mode or an empty command.
     """
     _check_mode(mode, RUN_MODES, "replay run")
-    speed_text = _speed_text(speed)
-    specs = _fault_specs(faults)
+    settings = functools.partial(
+        settings_environment,
+        cassette,
+        record_mode=mode,
+        speed=_speed_text(speed),
+        faults=_fault_specs(faults),
+        ignore_hosts=ignore_hosts,
+        ignore_localhost=ignore_localhost,
+    )
     program = _checked_command(command)
     stream = sys.stderr if stderr is None else stderr
+    before = _replayable(cassette, mode)
+    with Signals() as signals, Reach() as reach:
+        environment = _child_environment(settings(reach_dir=reach.path))
+        code = run_program(program, environment, None, signals)
+        if mode != "none":
+            _print_new(cassette, before, stream)
+        _say_if_unreached(reach, stream)
+    return _exit_status(code, signals)
+
+
+def _replayable(cassette: Path, mode: str) -> list[Interaction]:
+    """What the cassette holds before `replay run` starts (read now: a corrupt one fails
+    before anything runs).
+
+    Raises:
+        FileNotFoundError: no cassette in mode "none" (the other modes record one).
+    """
     if mode == "none" and not cassette.is_file():  # the other modes record it
         raise FileNotFoundError(
             f"no cassette at {str(cassette)!r}: record one with "
             f"`replay record {cassette} -- CMD [ARGS...]`, or add --mode once"
         )
-    before = load_interactions(cassette) if cassette.exists() else []
-    with Signals() as signals, Reach() as reach:
-        settings = settings_environment(
-            cassette,
-            record_mode=mode,
-            speed=speed_text,
-            faults=specs,
-            ignore_hosts=ignore_hosts,
-            ignore_localhost=ignore_localhost,
-            reach_dir=reach.path,
-        )
-        code = run_program(program, _child_environment(settings), None, signals)
-        if mode != "none":
-            recorded = _recorded_since(cassette, before, stream)
-            if recorded:
-                for line in summary_lines(cassette, recorded):
-                    print(line, file=stream)
-        _say_if_unreached(reach, stream)
+    return load_interactions(cassette) if cassette.exists() else []
+
+
+def _print_new(cassette: Path, before: list[Interaction], stream: TextIO) -> None:
+    """Print on `stream` what the run recorded into `cassette`, if anything."""
+    recorded = _recorded_since(cassette, before, stream)
+    if recorded:
+        _print_summary(cassette, recorded, stream)
+
+
+def _print_summary(cassette: Path, recorded: Sequence[Interaction], stream: TextIO) -> None:
+    """Print on `stream` what the run recorded into `cassette` (`summary_lines`)."""
+    for line in summary_lines(cassette, recorded):
+        print(line, file=stream)
+
+
+def _exit_status(code: int, signals: Signals) -> int:
+    """The program's exit status, or 128 + N if signal N stopped this side (as shells say)."""
     return code if signals.held is None else 128 + signals.held
 
 
