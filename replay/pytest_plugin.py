@@ -72,9 +72,17 @@ def _library_not_rewritten(pluginmanager: Any) -> None:
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: Any) -> None:
+    """The command-line options (those pytest-recording shares left to it, when it comes)
+    and the ini settings."""
     _library_not_rewritten(pluginmanager)
     group = parser.getgroup("replay", "replay: record and replay streaming HTTP")
-    declare_shared = not _pytest_recording_comes(pluginmanager)
+    _add_options(group, declare_shared=not _pytest_recording_comes(pluginmanager))
+    _add_ini(parser)
+
+
+def _add_options(group: Any, *, declare_shared: bool) -> None:
+    """The command-line options; `--record-mode` and `--block-network` only if
+    `declare_shared` (else pytest-recording declares them, with the same meaning)."""
     if declare_shared:
         _add_shared(
             group,
@@ -110,6 +118,10 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: Any) -> None:
         default=None,
         help="fail the run if a cassette has interactions no test played (default: list them)",
     )
+
+
+def _add_ini(parser: pytest.Parser) -> None:
+    """The ini settings: the defaults of the command-line options, and the hosts."""
     parser.addini("replay_record_mode", "default record mode", default="once")
     parser.addini("replay_speed", "default replay speed", default="instant")
     parser.addini("replay_cassette_dir", "directory of default cassettes", default="")
