@@ -8,18 +8,18 @@ SIGINT or SIGTERM.
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import socket
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping, Sized
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sized
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 import anyio
 
+from replay._asgi_base import App, InFlight, Log, Message, Receive, Scope, Send, send_json
 from replay.errors import ConfigurationError, install_hint
 
 if TYPE_CHECKING:
@@ -48,12 +48,6 @@ __all__ = [
     "send_json",
     "stderr",
 ]
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-Log = Callable[[str], None]
 
 #: Headers that describe one connection, not the message (RFC 9110 7.6.1): never passed on.
 _HOP_BY_HOP = frozenset(
@@ -173,13 +167,6 @@ async def cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> No
     scope.cancel()
 
 
-async def send_json(send: Send, status: int, document: object) -> None:
-    body = json.dumps(document).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
 async def lifespan(
     receive: Receive,
     send: Send,
@@ -196,34 +183,6 @@ async def lifespan(
                 await shutdown()
             await send({"type": "lifespan.shutdown.complete"})
             return
-
-
-class InFlight:
-    """The responses being sent, each a cancel scope, so that a stopping server can end them
-    at once (their clients see the connection drop) instead of waiting for endless streams."""
-
-    def __init__(self) -> None:
-        self._scopes: set[anyio.CancelScope] = set()
-
-    @contextmanager
-    def tracking(self, scope: anyio.CancelScope) -> Iterator[None]:
-        self._scopes.add(scope)
-        try:
-            yield
-        finally:
-            self._scopes.discard(scope)
-
-    def stop(self) -> None:
-        for scope in list(self._scopes):
-            scope.cancel()
-
-
-class App(Protocol):
-    """What `run` serves: an ASGI application whose responses in flight can be ended."""
-
-    in_flight: InFlight
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
 
 
 # -- running -------------------------------------------------------------------------------

@@ -22,12 +22,13 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from replay._asgi_base import send_json
 from replay.errors import ConfigurationError, ReplayError
 
 if TYPE_CHECKING:
     import asyncio
 
-    from replay._asgi import App, Log, Message, Receive, Scope, Send
+    from replay._asgi_base import App, Log, Message, Receive, Scope, Send
 
 # (The CLI reads `REQUEST_TIMEOUT` for its help: asyncio, anyio and uvicorn are imported
 # where they are used, once a server starts.)
@@ -167,6 +168,4 @@ class Guarded:
             line = f"{scope['method']} {path}: internal error: {unexpected(error)}"
             self.log(f"500: {line}")
             if not started:
-                from replay._asgi import send_json
-
                 await send_json(send, 500, {"error": {"type": "replay_internal", "message": line}})
