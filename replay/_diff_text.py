@@ -15,7 +15,7 @@ import itertools
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from replay.diff import CassetteDiff, EventChange, InteractionDiff, TextDiff, Timing
+    from replay._diff_values import CassetteDiff, EventChange, InteractionDiff, TextDiff, Timing
 
 __all__ = ["DATA_WIDTH", "MAX_RUNS", "RUN_EVENTS", "TEXT_WIDTH", "format_diff"]
 
