@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from replay._report_svg import LEFT, PLOT, WIDTH, Scale, axis, esc, num, secs, side
 
 if TYPE_CHECKING:
-    from replay.report import StreamView
+    from replay._report_view import StreamView
 
 __all__ = ["GAPS_SHOWN", "growth"]
 

@@ -29,7 +29,7 @@ from replay.engine.ends import error_kind
 from replay.model import StreamEnd
 
 if TYPE_CHECKING:
-    from replay.report import StreamView
+    from replay._report_view import StreamView
 
 __all__ = [
     "BIN_PX",

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from replay._report_svg import end_label, esc
 
 if TYPE_CHECKING:
-    from replay.report import StreamView
+    from replay._report_view import StreamView
 
 __all__ = ["FIGURES", "figures_table"]
 
