@@ -15,7 +15,7 @@ import attrs
 
 from replay._session_args import faults_of, host_names_of, is_virtual
 from replay.clock import Clock, SpeedLike, parse_speed, seconds
-from replay.matching import DEFAULT_MATCH_ON, Matcher, MatchIndex
+from replay.matching import DEFAULT_MATCH_ON, Matcher, MatchIndex, MatchOn
 from replay.model import Interaction
 from replay.modes import RecordMode
 from replay.modes import check as check_mode
@@ -55,11 +55,10 @@ def _speed(value: SpeedLike | None) -> SpeedLike | None:
     return value
 
 
-def _match_on(value: Iterable[Matcher]) -> tuple[Matcher, ...]:
-    matchers = tuple(value)
-    if matchers != DEFAULT_MATCH_ON:  # (the default is known good)
-        MatchIndex([], match_on=matchers)  # validates matchers now, not at first request
-    return matchers
+def _match_on(value: MatchOn) -> tuple[Matcher, ...]:
+    if value != DEFAULT_MATCH_ON:  # (the default is known good)
+        MatchIndex([], match_on=value)  # validates matchers now, not at first request
+    return tuple(value)
 
 
 def _finish_timeout(value: object) -> float:

@@ -450,6 +450,28 @@ def test_bad_arguments_raise_configuration_error_at_construction(
         replay.use_cassette(cassette_path, **options)
 
 
+def test_a_sessions_options_are_one_checked_frozen_value(cassette_path: Path) -> None:
+    session = replay.use_cassette(
+        cassette_path,
+        record_mode="none",
+        speed="10x",
+        match_on=["method", "path"],
+        faults=["cut(after_events=5)"],
+        finish_timeout=2,
+        ignore_localhost=1,  # type: ignore[arg-type]
+    )
+    options = session.options
+    assert (options.record_mode, options.speed, options.match_on) == (
+        "none",
+        "10x",
+        ("method", "path"),
+    )
+    assert options.faults == (replay.faults.cut(after_events=5),)
+    assert (options.finish_timeout, options.ignore_localhost) == (2.0, True)
+    with pytest.raises(AttributeError):
+        options.speed = 1  # type: ignore[misc]
+
+
 def _valid_cassette() -> bytes:
     interaction = replay.Interaction(
         replay.Request(method="GET", url="http://api.test/"),
