@@ -44,18 +44,13 @@ import anyio
 
 from replay import patch
 from replay._httpmod import headers_of, interrupt
+from replay.engine.feed import CLOSE_WAIT, END, Failed, HookFailed, is_last
 from replay.engine.recorder import Recording
 
 __all__ = ["END", "Failed", "Schedule", "ThreadReader"]
 
 #: Runs a callback soon on the client's event loop; callable from any thread, never blocks.
 Schedule = Callable[[Callable[[], None]], object]
-
-#: The last item of a body that ended cleanly (or that the client let go of).
-END: Final = object()
-
-#: How long closing early waits for the thread to let go of the connection.
-_CLOSE_WAIT: Final = 0.5
 
 #: How long a reader thread waits, idle, for the next body before it ends.
 _IDLE_WAIT: Final = 10.0
@@ -150,7 +145,7 @@ class _Workers:
         for jobs, _ in idle:
             jobs.put(None)
         for _, thread in idle:
-            thread.join(_CLOSE_WAIT)
+            thread.join(CLOSE_WAIT)
 
     def forget(self) -> None:
         """In a forked child: the idle threads are the parent's."""
@@ -162,17 +157,6 @@ _WORKERS: Final = _Workers()
 atexit.register(_WORKERS.end_idle)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_WORKERS.forget)
-
-
-class Failed:
-    """The last item of a body that ended with `error` (or of a send that got no headers)."""
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-
-
-class _HookFailed(Failed):
-    """Storing the recording failed (a `before_record` hook raised)."""
 
 
 class ThreadReader:
@@ -254,7 +238,7 @@ class ThreadReader:
         try:
             self._recording.finish(error=error)  # at the network's time of the end
         except Exception as failure:  # a before_record hook raised: the client hears of it
-            return _HookFailed(failure)
+            return HookFailed(failure)
         return END if error is None else Failed(error)
 
     def _let_go(self) -> None:
@@ -285,7 +269,7 @@ class ThreadReader:
             self._put(upstream)
         while True:
             item = self._step()
-            if _is_last(item):
+            if is_last(item):
                 return item
             self._put(item)
 
@@ -330,7 +314,7 @@ class ThreadReader:
             return None
         while self._left:
             item = self._step()
-            if _is_last(item):
+            if is_last(item):
                 return item  # handed over once the thread is idle (`_hand_last`)
             self._put(item)
         return None
@@ -388,7 +372,7 @@ class ThreadReader:
                     self._turn.release()
                 if self._abandoned:  # closed meanwhile from another thread, which left it here
                     self._close_unread()
-                if _is_last(item):
+                if is_last(item):
                     self.over = True
                     self._nudge.put(None)  # the thread's watch is over
                 return item
@@ -455,7 +439,7 @@ class ThreadReader:
         stopped = self._stop()
         if self.abandon():
             self._nudge.put(None)  # a watching thread: its watch is over
-            self._done.wait(_CLOSE_WAIT)
+            self._done.wait(CLOSE_WAIT)
         closed = self._shared and self._close_unread()  # nobody reads it: ended here
         if not closed and not self._done.is_set() and self.upstream is not None:
             _quietly(self.upstream.close)  # a read nothing can wake: end it from here
@@ -480,7 +464,7 @@ class ThreadReader:
         stopped = self._stop()
         self.abandon()
         remaining: list[object] = []
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_WAIT):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_WAIT):
             while not self.over:
                 remaining.append(await self.aget())
         _raise_hook_failure(stopped, remaining)
@@ -495,16 +479,11 @@ class ThreadReader:
         return None
 
 
-def _is_last(item: object) -> bool:
-    """Whether `item` ends a body (a chunk is bytes, as a rule: looked at first)."""
-    return type(item) is not bytes and (item is END or isinstance(item, Failed))
-
-
 def _raise_hook_failure(stopped: Exception | None, remaining: list[object]) -> None:
     if stopped is not None:
         raise stopped
     for item in remaining:
-        if isinstance(item, _HookFailed):
+        if isinstance(item, HookFailed):
             raise item.error
 
 

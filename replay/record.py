@@ -20,16 +20,17 @@ import asyncio
 import contextlib
 import functools
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any, cast
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
 import httpx
 
 from replay._httpmod import async_stream, headers_of, module_of, sync_stream
-from replay._reader import END, Failed, ThreadReader
+from replay._reader import ThreadReader
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock
+from replay.engine.feed import CLOSE_WAIT, Failed, SyncFeed
 from replay.engine.recorder import Recording, Tape
 from replay.model import Interaction, Request
 from replay.redact import Redactor
@@ -49,44 +50,6 @@ def _response_like(upstream: Any, stream: Any) -> Any:
         stream=stream,
         extensions=upstream.extensions,
     )
-
-
-#: How long closing early waits for the reader to let go of the upstream body.
-_CLOSE_WAIT = 0.5
-
-
-class _Failed:
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-
-
-class _SyncBody:
-    """The client's side of a sync recording: its chunks, read as it asks for them (or by
-    the thread that reads on for it while it is away)."""
-
-    def __init__(self, recording: Recording, upstream: Any) -> None:
-        self._reader = ThreadReader(recording, upstream)
-        self._closed = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        # A generator, not `return self`: httpx2 iterates its stream with `yield from`, which
-        # calls the iterator's `close` when the client abandons it; that must not be ours.
-        get = self._reader.get
-        while True:
-            item = get()
-            if type(item) is bytes:
-                yield item
-            elif item is END:
-                return
-            elif isinstance(item, Failed):
-                raise item.error
-            else:  # a chunk of a subclass of bytes
-                yield cast(bytes, item)
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._reader.close()
 
 
 def _quietly(close: Callable[[], object]) -> None:
@@ -143,7 +106,7 @@ class _AsyncTap:
             error = self._finish(error=error)  # a no-op when the client closed first
             if error is not None:
                 with contextlib.suppress(anyio.BrokenResourceError):
-                    self._send.send_nowait(_Failed(error))
+                    self._send.send_nowait(Failed(error))
         finally:
             self._send.close()
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
@@ -158,7 +121,7 @@ class _AsyncTap:
             item = await self._receive.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
-        if isinstance(item, _Failed):
+        if isinstance(item, Failed):
             raise self._raising(item.error)
         assert isinstance(item, bytes)
         return item
@@ -172,7 +135,7 @@ class _AsyncTap:
         self._receive.close()
         # Wait (briefly, whatever the caller's cancellation) for the pump to let go of the
         # connection, so that it is back in the pool when the client's close returns.
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_WAIT):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_WAIT):
             await self._done.wait()
         self._raise_unheard()
 
@@ -185,7 +148,7 @@ class _AsyncTap:
             return failure
         return error
 
-    def _raising(self, error: Exception) -> Exception:
+    def _raising(self, error: BaseException) -> BaseException:
         """`error`, about to be raised to the client: it has been heard."""
         if error is self._unheard:
             self._unheard = None
@@ -213,7 +176,7 @@ def record_sync(
         raise
     recording.got_headers(upstream.status_code, headers_of(upstream))
     return _response_like(
-        upstream, sync_stream(module_of(upstream), _SyncBody(recording, upstream))
+        upstream, sync_stream(module_of(upstream), SyncFeed(ThreadReader(recording, upstream)))
     )
 
 

@@ -29,8 +29,9 @@ from urllib3.exceptions import DecodeError, ProtocolError, ReadTimeoutError
 
 from replay import patch
 from replay._decoding import Inflater
-from replay._reader import END, Failed, ThreadReader
+from replay._reader import ThreadReader
 from replay.engine import Data, End, Stepper, read_timeouts, step_sync
+from replay.engine.feed import SyncFeed
 from replay.errors import hide_for_replay_errors
 from replay.model import Request
 
@@ -309,21 +310,20 @@ def _record(session: Any, asked: Request, send: Callable[[], Any]) -> Any:
     upstream = response.raw
     headers = list(upstream.headers.iteritems())
     recording.got_headers(upstream.status, headers)
-    reader = ThreadReader(recording, _Upstream(upstream))
-    response.raw = _Raw(upstream.status, headers, _queued(reader), reader.close, upstream.reason)
+    feed = SyncFeed(ThreadReader(recording, _Upstream(upstream)))
+    response.raw = _Raw(upstream.status, headers, _queued(feed), feed.close, upstream.reason)
     return response
 
 
-def _queued(reader: ThreadReader) -> Source:
+def _queued(feed: SyncFeed) -> Source:
+    chunks = iter(feed)
+
     def next_piece() -> bytes | None:
-        item = reader.get()
-        if item is END:
-            return None
-        if isinstance(item, Failed):
-            error = item.error
-            raise error.original if isinstance(error, _Renamed) else error
-        assert isinstance(item, bytes)
-        return item
+        try:
+            return next(chunks, None)
+        except _Renamed as renamed:  # the client gets urllib3's own error
+            original = renamed.original
+        raise original
 
     return next_piece
 
