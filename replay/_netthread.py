@@ -33,7 +33,7 @@ import threading
 import weakref
 from typing import Any, Final, cast
 
-from replay import patch
+from replay import _routes
 from replay._httpmod import AsyncSource, module_of
 from replay._reader import Schedule, ThreadReader
 from replay.engine.feed import AsyncFeed, Failed
@@ -180,7 +180,7 @@ async def send_in_thread(
     twin = _twin(transport)
 
     def send() -> Any:
-        with patch.bypassed():  # a session handled it already: this is its network send
+        with _routes.bypassed():  # a session handled it already: this is its network send
             return twin.transport.handle_request(sync_request)
 
     reader = ThreadReader(recording, send=send, wake=wake)

@@ -43,7 +43,7 @@ import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from replay import engine, patch
+from replay import _routes, engine
 from replay._decoding import Inflater
 from replay.clock import Clock
 from replay.errors import hide_for_replay_errors
@@ -82,7 +82,7 @@ def patches() -> list[tuple[type, str, Any]]:
         self: aiohttp.ClientSession, method: str, str_or_url: Any, **kwargs: Any
     ) -> aiohttp.ClientResponse:
         __tracebackhide__ = hide_for_replay_errors
-        session = patch.routed()
+        session = _routes.routed()
         if session is None:
             return await original(self, method, str_or_url, **kwargs)
         return await _handle(session, self, original, method, str_or_url, kwargs)

@@ -27,7 +27,7 @@ from typing import Any
 from urllib3._collections import HTTPHeaderDict  # (urllib3 1.x has it there too)
 from urllib3.exceptions import DecodeError, ProtocolError, ReadTimeoutError
 
-from replay import patch
+from replay import _routes
 from replay._decoding import Inflater
 from replay._reader import ThreadReader
 from replay.engine import Data, End, Stepper, read_timeouts, step_sync
@@ -55,7 +55,7 @@ def patches() -> list[tuple[type, str, Any]]:
         self: Any, request: Any, stream: bool = False, timeout: Any = None, *args: Any, **kw: Any
     ) -> Any:
         __tracebackhide__ = hide_for_replay_errors
-        session = patch.routed()
+        session = _routes.routed()
         if session is None or session.ignores(request.url or ""):
             return original(self, request, stream, timeout, *args, **kw)
         schedule = session.schedule()
@@ -302,7 +302,7 @@ def _record(session: Any, asked: Request, send: Callable[[], Any]) -> Any:
     """Send for real (streaming) and hand back the response, its body recorded as it comes."""
     recording = session.start_recording(asked)
     try:
-        with patch.bypassed():
+        with _routes.bypassed():
             response = send()
     except BaseException as error:
         recording.finish(error=error)
