@@ -30,6 +30,7 @@ from replay._httpmod import async_stream, headers_of, module_of, sync_stream
 from replay._reader import ThreadReader
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock
+from replay.engine.exchange import Record
 from replay.engine.feed import CLOSE_WAIT, Failed, SyncFeed
 from replay.engine.recorder import Recording, Tape
 from replay.model import Interaction, Request
@@ -40,6 +41,8 @@ __all__ = [
     "RecordingTransport",
     "record_async",
     "record_sync",
+    "recorded_async",
+    "recorded_sync",
 ]
 
 
@@ -168,12 +171,15 @@ def record_sync(
     clock = clock or MonotonicClock()
     start = clock.now()
     request.read()
-    recording = tape.start(Request.from_httpx(request), clock, start)
-    try:
-        upstream = send(request)
-    except BaseException as error:
-        recording.finish(error=error)
-        raise
+    record = Record(tape.start(Request.from_httpx(request), clock, start))
+    return recorded_sync(request, send, record)
+
+
+def recorded_sync(request: Any, send: Callable[[Any], Any], record: Record) -> Any:
+    """Send `request` (read) with `send` and hand back the response, its body read and
+    stamped as it comes onto `record`'s recording (started when the request was sent)."""
+    upstream = record.sent(functools.partial(send, request))
+    recording = record.recording
     recording.got_headers(upstream.status_code, headers_of(upstream))
     return _response_like(
         upstream, sync_stream(module_of(upstream), SyncFeed(ThreadReader(recording, upstream)))
@@ -211,23 +217,28 @@ async def network_send(transport: Any, original: Callable[[Any, Any], Any], requ
 async def record_async(
     request: Any, send: Callable[[Any], Awaitable[Any]], tape: Tape, *, clock: Clock | None = None
 ) -> Any:
-    """Async twin of `record_sync`.
+    """Async twin of `record_sync`."""
+    clock = clock or MonotonicClock()
+    start = clock.now()
+    await request.aread()
+    record = Record(tape.start(Request.from_httpx(request), clock, start))
+    return await recorded_async(request, send, record)
+
+
+async def recorded_async(
+    request: Any, send: Callable[[Any], Awaitable[Any]], record: Record
+) -> Any:
+    """Async twin of `recorded_sync`.
 
     When `send` ends in `network_send` and the transport allows it, the body is read and
     stamped by a worker thread, so a client that blocks its event loop does not delay the
     stamps; otherwise a task on the client's loop reads it (see `replay._netthread` for
     which transports, and why).
     """
-    clock = clock or MonotonicClock()
-    start = clock.now()
-    await request.aread()
-    recording = tape.start(Request.from_httpx(request), clock, start)
+    recording = record.recording
     request.extensions[RECORDING] = recording
     try:
-        upstream = await send(request)
-    except BaseException as error:
-        recording.finish(error=error)
-        raise
+        upstream = await record.asent(send(request))
     finally:
         request.extensions.pop(RECORDING, None)
     if upstream.extensions.get(RECORDED):
