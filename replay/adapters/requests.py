@@ -8,10 +8,10 @@ joined), `read`, `read1`, gzip / deflate undone when `decode_content` asks, and 
 end raised as urllib3 raises it (`ProtocolError`, which requests turns into
 `ChunkedEncodingError`; `ReadTimeoutError`).
 
-Replaying, the body follows the engine's `Stepper`. Recording, the real send streams and a
-`replay._reader.ThreadReader` reads the still-encoded body as it arrives (each HTTP chunk
-whole), stamping it; the client's `raw` takes what the thread queued. Errors are recorded
-under httpx's names (the cassette's vocabulary); the client still gets urllib3's.
+Replaying, the body is the engine's (`replay.engine.playing`). Recording, the real send
+streams and a `replay._reader.ThreadReader` reads the still-encoded body as it arrives (each
+HTTP chunk whole), stamping it; the client's `raw` takes what the thread queued. Errors are
+recorded under httpx's names (the cassette's vocabulary); the client still gets urllib3's.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from urllib3.exceptions import DecodeError, ProtocolError, ReadTimeoutError
 from replay import _routes
 from replay._decoding import Inflater
 from replay._reader import ThreadReader
-from replay.engine import Data, End, Stepper, read_timeouts, step_sync
+from replay.engine.exchange import Exchange, Record, Replay, route
 from replay.engine.feed import SyncFeed
+from replay.engine.stepper import End
 from replay.errors import hide_for_replay_errors
 from replay.model import Request
 
@@ -56,26 +57,21 @@ def patches() -> list[tuple[type, str, Any]]:
     ) -> Any:
         __tracebackhide__ = hide_for_replay_errors
         session = _routes.routed()
-        if session is None or session.ignores(request.url or ""):
+        way = None if session is None else route(session, request.url or "")
+        if not isinstance(way, Exchange):  # no session, or an ignored host: live
             return original(self, request, stream, timeout, *args, **kw)
-        schedule = session.schedule()
         asked = Request(
             method=request.method or "GET",
             url=request.url or "",
             headers=[(str(name), _text(value)) for name, value in request.headers.items()],
             body=_read_body(request),
         )
-        played = session.answer(asked)
-        if played is None:
+        decided = way.decide(asked)
+        if isinstance(decided, Record):
             real = functools.partial(original, self, request, True, timeout, *args, **kw)
-            response = _record(session, asked, real)
+            response = _record(decided, real)
         else:
-            stalls = read_timeouts(played.response, played.stall_steps, _read_timeout(timeout))
-            stepper = Stepper(played.response, schedule, timeouts=stalls)
-            step_sync(stepper, session.clock)  # the headers, at their recorded time
-            body = _replayed(stepper, session.clock, asked.url)
-            raw = _Raw(played.response.status, played.response.headers, body, stepper.close)
-            response = self.build_response(request, raw)
+            response = self.build_response(request, _replayed(decided, asked.url, timeout))
         if not stream:
             response.content  # noqa: B018 (the whole body read now, as requests' sessions do)
         return response
@@ -113,25 +109,17 @@ def _read_timeout(timeout: Any) -> float | None:
     return None
 
 
-def _replayed(stepper: Stepper, clock: Any, url: str) -> Source:
-    def next_piece() -> bytes | None:
-        step = step_sync(stepper, clock)
-        if isinstance(step, Data):
-            return step.data
-        if isinstance(step, End) and step.error is not None:
-            raise _urllib3_error(step, url)
-        return None
+def _replayed(replay: Replay, url: str, timeout: Any) -> _Raw:
+    """The body of `replay`, once its headers are due, as requests reads urllib3's."""
+    body = replay.body(functools.partial(_end_error, url), _read_timeout(timeout))
+    body.head()
+    pieces = functools.partial(next, iter(body), None)
+    response = replay.played.response
+    return _Raw(response.status, response.headers, pieces, body.close)
 
-    payloads = stepper.rest_at_once()  # at instant speed, without a stall
-    if payloads is None:
-        return next_piece
-    rest = iter(payloads)
 
-    def next_instant() -> bytes | None:  # a payload without a step (0.8 µs a chunk, not 1.3)
-        data = None if stepper.closed else next(rest, None)
-        return next_piece() if data is None else data  # then the end, from the stepper
-
-    return next_instant
+def _end_error(url: str, name: str, message: str) -> Exception:
+    return _urllib3_error(End(name, message), url)
 
 
 def _urllib3_error(end: End, url: str) -> Exception:
@@ -298,15 +286,11 @@ class ReadTimeout(_Renamed):
     """A read that timed out upstream (urllib3's ReadTimeoutError)."""
 
 
-def _record(session: Any, asked: Request, send: Callable[[], Any]) -> Any:
+def _record(record: Record, send: Callable[[], Any]) -> Any:
     """Send for real (streaming) and hand back the response, its body recorded as it comes."""
-    recording = session.start_recording(asked)
-    try:
-        with _routes.bypassed():
-            response = send()
-    except BaseException as error:
-        recording.finish(error=error)
-        raise
+    recording = record.recording
+    with _routes.bypassed():
+        response = record.sent(send)
     upstream = response.raw
     headers = list(upstream.headers.iteritems())
     recording.got_headers(upstream.status, headers)

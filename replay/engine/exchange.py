@@ -21,13 +21,12 @@ from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from replay.clock import Clock, Schedule
 from replay.engine.player import Played
+from replay.engine.playing import Replay
 from replay.errors import hide_for_replay_errors
 from replay.model import Request
 
 if TYPE_CHECKING:
-    from replay.engine.playing import Fail, Playing
     from replay.engine.recorder import Recording
-    from replay.engine.stepper import Stepper
 
 __all__ = ["LIVE", "Desk", "Exchange", "Live", "Record", "Replay", "route"]
 
@@ -65,40 +64,6 @@ class Live:
 
 #: The one `Live`.
 LIVE: Final = Live()
-
-
-class Replay:
-    """What answers a request: `played`, on `schedule` (None: instant speed), waited on `clock`."""
-
-    __slots__ = ("clock", "played", "schedule")
-
-    def __init__(self, played: Played, schedule: Schedule | None, clock: Clock) -> None:
-        self.played = played
-        self.schedule = schedule
-        self.clock = clock
-
-    @property
-    def instant(self) -> bool:
-        """True when nothing waits and no stall plays: the payloads, then the end."""
-        return self.schedule is None and not self.played.stall_steps
-
-    def stepper(self, read_timeout: float | None) -> Stepper:
-        """The Stepper of the response; a stall longer than `read_timeout` (the client's, in
-        seconds; None: none) ends it as a read timeout."""
-        from replay.engine import stepper as steps  # (an instant replay never needs it)
-
-        played = self.played
-        if not played.stall_steps:
-            return steps.Stepper(played.response, self.schedule)
-        timeouts = steps.read_timeouts(played.response, played.stall_steps, read_timeout)
-        return steps.Stepper(played.response, self.schedule, timeouts=timeouts)
-
-    def body(self, fail: Fail, read_timeout: float | None) -> Playing:
-        """The replayed body (its headers not yet taken: `Playing.head`); a recorded error
-        ends it raised as `fail(name, message)`, the shell's library's own exception."""
-        from replay.engine.playing import Playing
-
-        return Playing(self, fail, read_timeout)
 
 
 class Record:

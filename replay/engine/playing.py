@@ -1,5 +1,6 @@
-"""One replayed body, for every shell: its chunks as they are due, sync or async, and its
-recorded end raised as the shell's own exception.
+"""A replay (`Replay`: what plays, on which schedule and clock) and its one body for every
+shell (`Playing`): its chunks as they are due, sync or async, and its recorded end raised as
+the shell's own exception.
 
 At instant speed without a stall nothing waits, no clock is read and no Stepper is built
 (the usual replay in a test suite then never imports `replay.engine.stepper`, whose attrs
@@ -18,10 +19,11 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from replay.engine.exchange import Replay
+    from replay.clock import Clock, Schedule
+    from replay.engine.player import Played
     from replay.engine.stepper import Step, Stepper
 
-__all__ = ["Fail", "Playing"]
+__all__ = ["Fail", "Playing", "Replay"]
 
 #: Builds the shell's own exception for a recorded end: (error name, message) -> exception.
 Fail = Callable[[str, str], BaseException]
@@ -32,6 +34,38 @@ def _stepping() -> ModuleType:
     from replay.engine import stepper
 
     return stepper
+
+
+class Replay:
+    """What answers a request: `played`, on `schedule` (None: instant speed), waited on `clock`."""
+
+    __slots__ = ("clock", "played", "schedule")
+
+    def __init__(self, played: Played, schedule: Schedule | None, clock: Clock) -> None:
+        self.played = played
+        self.schedule = schedule
+        self.clock = clock
+
+    @property
+    def instant(self) -> bool:
+        """True when nothing waits and no stall plays: the payloads, then the end."""
+        return self.schedule is None and not self.played.stall_steps
+
+    def stepper(self, read_timeout: float | None) -> Stepper:
+        """The Stepper of the response; a stall longer than `read_timeout` (the client's, in
+        seconds; None: none) ends it as a read timeout."""
+        steps = _stepping()  # (an instant replay never needs it)
+        played = self.played
+        timeouts = None
+        if played.stall_steps:
+            timeouts = steps.read_timeouts(played.response, played.stall_steps, read_timeout)
+        stepper: Stepper = steps.Stepper(played.response, self.schedule, timeouts=timeouts)
+        return stepper
+
+    def body(self, fail: Fail, read_timeout: float | None) -> Playing:
+        """The replayed body (its headers not yet taken: `Playing.head`); a recorded error
+        ends it raised as `fail(name, message)`, the shell's library's own exception."""
+        return Playing(self, fail, read_timeout)
 
 
 class Playing:
