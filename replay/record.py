@@ -4,7 +4,7 @@ write down each chunk with the moment it came off the network.
 The upstream body is read eagerly, and each chunk stamped as it arrives, by a worker thread
 (`replay._reader`): a sync client's, and an async client's whose transport has a sync twin
 (`replay._netthread`: the concrete `AsyncHTTPTransport`). Other async transports are read by
-a task on the client's event loop (`_AsyncTap`), whose stamps a client that blocks its loop
+a task on the client's event loop (`_LoopReader`), whose stamps a client that blocks its loop
 delays. Either way a client that dawdles between reads does not stretch the recorded gaps,
 gets every chunk as soon as it arrives, and nothing is buffered whole: a client that stops
 early stops the recording there, and the reader lets go of the connection before the
@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import functools
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -31,7 +31,7 @@ from replay._reader import ThreadReader
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock
 from replay.engine.exchange import Record
-from replay.engine.feed import CLOSE_WAIT, Failed, SyncFeed
+from replay.engine.feed import CLOSE_WAIT, END, AsyncFeed, Failed, SyncFeed
 from replay.engine.recorder import Recording, Tape
 from replay.model import Interaction, Request
 from replay.redact import Redactor
@@ -77,11 +77,12 @@ def _spawn(function: Callable[[], Awaitable[None]]) -> None:
 _TASKS: set[asyncio.Task[None]] = set()
 
 
-class _AsyncTap:
-    """The client's side of an async recording: reads what the pump task queued.
+class _LoopReader:
+    """Reads an async recording's body on the client's event loop (a pump task), for the
+    client's `AsyncFeed`: the items of `replay.engine.feed`, queued as they come.
 
-    An async iterator class rather than an async generator: an abandoned generator is
-    finalized by the event loop (with a ResourceWarning under trio); this needs nothing.
+    A client that closes early cancels the pump; one that drops the body unclosed leaves
+    the pump to read it to its end (the recording is complete).
     """
 
     def __init__(self, recording: Recording, upstream: Any) -> None:
@@ -91,7 +92,7 @@ class _AsyncTap:
         self._send, self._receive = anyio.create_memory_object_stream[object](math.inf)
         self._scope = anyio.CancelScope()
         self._done = anyio.Event()
-        self._closed = False
+        self.over = False
         _spawn(self._pump)
 
     async def _pump(self) -> None:
@@ -116,23 +117,33 @@ class _AsyncTap:
                 await self._upstream.aclose()
             self._done.set()
 
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self
-
-    async def __anext__(self) -> bytes:
+    async def aget(self) -> object:
+        """The next item: a chunk, or (once the pump is over) how the body ended."""
         try:
             item = await self._receive.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
+            self.over = True
+            return END
         if isinstance(item, Failed):
-            raise self._raising(item.error)
-        assert isinstance(item, bytes)
+            self.over = True
+            if item.error is self._unheard:  # about to be raised to the client: heard
+                self._unheard = None
         return item
 
+    def get(self) -> object:
+        """Not for a sync client: this body is read on an event loop."""
+        raise TypeError("an async recording's body is read with aget")
+
+    def abandon(self) -> bool:
+        """Dropped unclosed: the pump reads on to the end (the recording is complete)."""
+        return True
+
+    def close(self) -> None:
+        """Not for a sync client (see `aclose`)."""
+        raise TypeError("an async recording's body is closed with aclose")
+
     async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        """The client closed early: the recording ends as the client's, the pump stops."""
         self._finish(stopped=True)
         self._scope.cancel()
         self._receive.close()
@@ -140,7 +151,9 @@ class _AsyncTap:
         # connection, so that it is back in the pool when the client's close returns.
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_WAIT):
             await self._done.wait()
-        self._raise_unheard()
+        failure, self._unheard = self._unheard, None
+        if failure is not None:
+            raise failure
 
     def _finish(self, *, error: Exception | None = None, stopped: bool = False) -> Exception | None:
         """Finish the recording (first call wins); the error the body should end with."""
@@ -150,17 +163,6 @@ class _AsyncTap:
             self._unheard = failure
             return failure
         return error
-
-    def _raising(self, error: BaseException) -> BaseException:
-        """`error`, about to be raised to the client: it has been heard."""
-        if error is self._unheard:
-            self._unheard = None
-        return error
-
-    def _raise_unheard(self) -> None:
-        failure, self._unheard = self._unheard, None
-        if failure is not None:
-            raise failure
 
 
 def record_sync(
@@ -246,7 +248,7 @@ async def recorded_async(
     recording.got_headers(upstream.status_code, headers_of(upstream))
     recording.read_on_loop = True
     return _response_like(
-        upstream, async_stream(module_of(upstream), _AsyncTap(recording, upstream))
+        upstream, async_stream(module_of(upstream), AsyncFeed(_LoopReader(recording, upstream)))
     )
 
 
