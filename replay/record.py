@@ -55,11 +55,6 @@ def _response_like(upstream: Any, stream: Any) -> Any:
     )
 
 
-def _quietly(close: Callable[[], object]) -> None:
-    with contextlib.suppress(Exception):  # the connection is being torn down: nothing to say
-        close()
-
-
 def _spawn(function: Callable[[], Awaitable[None]]) -> None:
     """Start `function` as a background task of the running event loop (asyncio or trio)."""
     try:

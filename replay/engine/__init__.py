@@ -1,11 +1,15 @@
 """The engine: all the logic of record and replay, pure, with no I/O and no clock of its own.
 
+    exchange  route → LIVE | Exchange; decide → Replay | Record (a request's life, once)
     Player    redact → match → faults → what plays (one lock, one play bookkeeping)
+    Playing   the replayed body: its chunks when due (sync, async, instant), its end raised
     Stepper   next(now) → Wait(seconds) | Head | Data(bytes) | End(error)
     Tape      Recording: chunk(at, bytes) … end → Interaction, redacted, onto a cassette
+    feed      a recording reader's items (chunks, END, Failed) → SyncFeed | AsyncFeed
 
-The shells (the httpx/httpx2 transports, the session, `replay serve`, `replay play` and
-`replay proxy`) do the I/O and the waiting, each its own way.
+The shells (the httpx/httpx2 transports, the session's adapters, `replay serve`, `replay
+play` and `replay proxy`) convert their library's request in and the engine's steps out,
+and do the I/O and the waiting, each its own way.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from replay.engine.exchange import LIVE, Exchange, Record, Replay, route
     from replay.engine.player import Played, Player
+    from replay.engine.playing import Playing
     from replay.engine.recorder import Recording, Tape
     from replay.engine.stepper import (
         Data,
@@ -29,17 +35,23 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "LIVE",
     "Data",
     "End",
+    "Exchange",
     "Head",
     "Played",
     "Player",
+    "Playing",
+    "Record",
     "Recording",
+    "Replay",
     "Step",
     "Stepper",
     "Tape",
     "Wait",
     "read_timeouts",
+    "route",
     "step_async",
     "step_sync",
 ]
@@ -47,6 +59,8 @@ __all__ = [
 
 # Each name is imported on first use: a session that only replays never loads the recorder.
 _LAZY = {
+    **dict.fromkeys(("LIVE", "Exchange", "Record", "Replay", "route"), "exchange"),
+    "Playing": "playing",
     "Played": "player",
     "Player": "player",
     "Recording": "recorder",
