@@ -1,8 +1,9 @@
 """Replay transports: answer httpx / httpx2 requests from a cassette, on the recorded schedule.
 
-A shell over the engine: the `Player` finds what answers a request (faults applied), the
-engine's `Playing` body hands out its chunks when due (`replay.engine.playing`); this module
-only turns them into an httpx / httpx2 response of the request's own library.
+A transport is the exchange's desk (`replay.engine.exchange`) for its own `Player`, which
+finds what answers a request (faults applied); the httpx shell (`replay.adapters.httpx`)
+plays it as a session's request is played: the engine's `Playing` body hands out its chunks
+when due, as an httpx / httpx2 response of the request's own library.
 The recorded end is raised as that library's exception class (`httpx.RemoteProtocolError`
 for httpx, `httpx2.RemoteProtocolError` for httpx2); a stall that outlasts the client's
 read timeout (`request.extensions["timeout"]["read"]`) as its `ReadTimeout`.
@@ -11,83 +12,24 @@ At instant speed nothing waits and no clock is read (see `replay.engine.playing`
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from replay._httpmod import async_stream, error_class, module_of, sync_stream
+from replay.adapters.httpx import ahandle, handle, play_async, play_sync
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
-from replay.engine.exchange import Replay
-from replay.engine.player import Player
-from replay.engine.playing import Fail, Playing
+from replay.engine.player import Played, Player
 from replay.errors import hide_for_replay_errors
-from replay.model import Request, Response
+from replay.model import Request
 from replay.redact import Redactor
 
 if TYPE_CHECKING:
+    from replay.engine.recorder import Recording
     from replay.faults import FaultLike, Injector
 
 __all__ = ["AsyncReplayTransport", "ReplayTransport", "play_async", "play_sync"]
-
-
-def _read_timeout(request: Any) -> float | None:
-    timeout = request.extensions.get("timeout")
-    read = timeout.get("read") if isinstance(timeout, dict) else None
-    return float(read) if isinstance(read, (int, float)) else None
-
-
-def _library(request: Any) -> tuple[ModuleType, Fail]:
-    """The module of `request` (httpx or httpx2) and how its recorded ends are raised,
-    cached by the request's class (asked once per replayed request)."""
-    kind = type(request)
-    found = _LIBRARIES.get(kind)
-    if found is None:
-        module = module_of(request)
-
-        def fail(name: str, message: str) -> BaseException:
-            return error_class(module, name)(message)
-
-        found = _LIBRARIES[kind] = (module, fail)
-    return found
-
-
-_LIBRARIES: dict[type, tuple[ModuleType, Fail]] = {}
-
-
-def _response(module: ModuleType, recorded: Response, stream: Any) -> Any:
-    try:
-        # The usual ASCII headers as they are: the library encodes them as ASCII, which is
-        # what latin-1 makes of them too.
-        return module.Response(status_code=recorded.status, headers=recorded.headers, stream=stream)
-    except UnicodeEncodeError:  # a latin-1 header value beyond ASCII
-        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in recorded.headers]
-        return module.Response(status_code=recorded.status, headers=headers, stream=stream)
-
-
-def _body(request: Any, replay: Replay) -> tuple[ModuleType, Playing]:
-    module, fail = _library(request)
-    read_timeout = _read_timeout(request) if replay.played.stall_steps else None
-    return module, replay.body(fail, read_timeout)
-
-
-def play_sync(request: Any, replay: Replay) -> Any:
-    """An httpx/httpx2 response (of the request's library) playing `replay`, its headers
-    returned at their recorded time; a stall that outlasts the request's read timeout ends
-    it as the library's `ReadTimeout`."""
-    module, body = _body(request, replay)
-    body.head()
-    return _response(module, replay.played.response, sync_stream(module, body))
-
-
-async def play_async(request: Any, replay: Replay) -> Any:
-    """Async twin of `play_sync`."""
-    module, body = _body(request, replay)
-    await body.ahead()
-    return _response(module, replay.played.response, async_stream(module, body))
 
 
 class _Shell:
@@ -111,6 +53,29 @@ class _Shell:
         """The faults applied, and the attempts each interaction had."""
         return self.player.injector
 
+    # -- the exchange's desk (`replay.engine.exchange.Desk`): every request replays ---------
+
+    def ignores(self, url: object) -> bool:
+        """No request goes live: the transport has no network behind it."""
+        return False
+
+    def schedule(self) -> Schedule | None:
+        """The deadlines of a response whose request is sent now (None at instant speed)."""
+        return Schedule.starting_now(self.speed, self.clock)
+
+    def answer(self, request: Request) -> Played:
+        """What replays `request` (counted as played).
+
+        Raises:
+            CassetteMismatchError: no recorded interaction answers it.
+        """
+        __tracebackhide__ = hide_for_replay_errors
+        return self.player.take(request)
+
+    def start_recording(self, request: Request) -> Recording:
+        """Never asked: `answer` answers every request or raises."""
+        raise AssertionError("a replay transport records nothing")
+
 
 class ReplayTransport(_Shell, httpx.BaseTransport):
     """A sync transport (for httpx and httpx2 clients) that answers from a cassette.
@@ -132,11 +97,7 @@ class ReplayTransport(_Shell, httpx.BaseTransport):
     def handle_request(self, request: Any) -> Any:
         """Answer `request` with the recorded response."""
         __tracebackhide__ = hide_for_replay_errors
-        speed = self.speed
-        schedule = None if speed == math.inf else Schedule.starting_now(speed, self.clock)
-        request.read()
-        played = self.player.take(Request.from_httpx(request))
-        return play_sync(request, Replay(played, schedule, self.clock))
+        return handle(self, request, _unsent)
 
 
 class AsyncReplayTransport(_Shell, httpx.AsyncBaseTransport):
@@ -145,7 +106,9 @@ class AsyncReplayTransport(_Shell, httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: Any) -> Any:
         """Answer `request` with the recorded response."""
         __tracebackhide__ = hide_for_replay_errors
-        schedule = Schedule.starting_now(self.speed, self.clock)
-        await request.aread()
-        played = self.player.take(Request.from_httpx(request))
-        return await play_async(request, Replay(played, schedule, self.clock))
+        return await ahandle(self, request, _unsent)
+
+
+def _unsent(request: Any) -> Any:
+    """The send of a replay transport: never called (it answers every request, or raises)."""
+    raise AssertionError("a replay transport sends nothing")
