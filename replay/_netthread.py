@@ -31,12 +31,12 @@ import importlib
 import sys
 import threading
 import weakref
-from collections.abc import AsyncIterator
 from typing import Any, Final, cast
 
-from replay import patch
+from replay import _routes
 from replay._httpmod import AsyncSource, module_of
-from replay._reader import END, Failed, Schedule, ThreadReader
+from replay._reader import Schedule, ThreadReader
+from replay.engine.feed import AsyncFeed, Failed
 from replay.engine.recorder import Recording
 
 __all__ = ["close_twin", "send_in_thread", "unsupported_reason"]
@@ -155,34 +155,6 @@ def _scheduler() -> Schedule | None:
     return None
 
 
-class _Body:
-    """The body as the client reads it on its loop (an iterator class: nothing to finalize)."""
-
-    def __init__(self, reader: ThreadReader) -> None:
-        self._reader = reader
-        self._closed = False
-        weakref.finalize(self, reader.abandon)  # dropped unclosed: stop the thread too
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self
-
-    async def __anext__(self) -> bytes:
-        if self._reader.over:
-            raise StopAsyncIteration
-        item = await self._reader.aget()
-        if isinstance(item, Failed):
-            raise item.error
-        if item is END:
-            raise StopAsyncIteration
-        assert isinstance(item, bytes)
-        return item
-
-    async def aclose(self) -> None:
-        if not self._closed:
-            self._closed = True
-            await self._reader.aclose()
-
-
 async def send_in_thread(
     transport: Any, request: Any, recording: Recording
 ) -> tuple[Any, AsyncSource] | None:
@@ -208,7 +180,7 @@ async def send_in_thread(
     twin = _twin(transport)
 
     def send() -> Any:
-        with patch.bypassed():  # a session handled it already: this is its network send
+        with _routes.bypassed():  # a session handled it already: this is its network send
             return twin.transport.handle_request(sync_request)
 
     reader = ThreadReader(recording, send=send, wake=wake)
@@ -220,4 +192,4 @@ async def send_in_thread(
         raise
     if isinstance(first, Failed):
         raise first.error
-    return first, _Body(reader)
+    return first, AsyncFeed(reader)

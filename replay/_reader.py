@@ -5,7 +5,7 @@ Both recording paths that read in a thread use it: a sync client's (`replay.reco
 (`replay._netthread`). Whoever reads notes each chunk on the `Recording` the moment it
 arrives; at the end, or on an error, the reader closes the upstream (the connection goes
 back to the pool) and the recording is stored. So the stamps are the network's, however the
-client paces its reads. The threads are reused from one body to the next (`_Workers`: see
+client paces its reads. The threads are reused from one body to the next (`replay._workers`: see
 there what a thread started afresh cost).
 
 - An async client's body is read by the thread, to the end, to an error, or until the client
@@ -28,12 +28,9 @@ client, even one that closes without reading to the end.
 
 from __future__ import annotations
 
-import atexit
 import collections
 import contextlib
-import contextvars
 import functools
-import os
 import queue
 import threading
 import time
@@ -42,23 +39,16 @@ from typing import Any, Final
 
 import anyio
 
-from replay import patch
+from replay import _routes
 from replay._httpmod import headers_of, interrupt
+from replay._workers import WORKERS as _WORKERS
+from replay.engine.feed import CLOSE_WAIT, END, Failed, HookFailed, is_last
 from replay.engine.recorder import Recording
 
 __all__ = ["END", "Failed", "Schedule", "ThreadReader"]
 
 #: Runs a callback soon on the client's event loop; callable from any thread, never blocks.
 Schedule = Callable[[Callable[[], None]], object]
-
-#: The last item of a body that ended cleanly (or that the client let go of).
-END: Final = object()
-
-#: How long closing early waits for the thread to let go of the connection.
-_CLOSE_WAIT: Final = 0.5
-
-#: How long a reader thread waits, idle, for the next body before it ends.
-_IDLE_WAIT: Final = 10.0
 
 #: How long a sync client may be away with a chunk before the thread reads for it: the most
 #: a stamp of a client that dawdles lags the network (the thread's wake-up aside). The thread
@@ -71,108 +61,6 @@ _IDLE_WAIT: Final = 10.0
 _AWAY: Final = 0.002
 _NAP_MAX: Final = 0.016
 _SLEEP: Final = 0.1
-
-#: The names of a reader thread reading a body, and of one waiting for the next.
-_BUSY_NAME: Final = "replay-recorder"
-_IDLE_NAME: Final = "replay-recorder-idle"
-
-_Job = tuple[Callable[[], object], Callable[[object], None], threading.Event]
-
-
-class _Workers:
-    """The reader threads, each reused body after body (it ends once idle `_IDLE_WAIT`).
-
-    A thread started for each body cost its first chunk some 0.1 ms, and its memory: each
-    thread allocates from a glibc arena, and a reader started afresh faulted in new pages for
-    every chunk it kept (about 12,700 faults, some 5 µs a 16 KiB chunk, in bench 10), where
-    one that lives on mostly reuses the pages the last recording freed.
-
-    Each body is read in an empty `contextvars` context, as in a thread of its own, with the
-    sessions of the client that handed it over (`patch.carried`); the threads themselves
-    carry none (`patch.start_unrouted`), from one body to the next.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._idle: list[tuple[queue.SimpleQueue[_Job | None], threading.Thread]] = []
-
-    def run(
-        self, job: Callable[[], object], last: Callable[[object], None], done: threading.Event
-    ) -> None:
-        """Run `job` in an idle reader thread, or a new one; once it returned, hand what it
-        returned to `last`, then set `done`. The thread is idle before `last`: a client that
-        reads the end of a body and sends the next request finds it ready."""
-        with self._lock:
-            jobs, _ = self._idle.pop() if self._idle else (None, None)
-        if jobs is None:
-            jobs = queue.SimpleQueue()
-            thread = threading.Thread(
-                target=self._serve, args=(jobs,), name=_BUSY_NAME, daemon=True
-            )
-            patch.start_unrouted(thread)
-        jobs.put((job, last, done))
-
-    def _serve(self, jobs: queue.SimpleQueue[_Job | None]) -> None:
-        thread = threading.current_thread()
-        while True:
-            try:
-                given = jobs.get(timeout=_IDLE_WAIT)
-            except queue.Empty:
-                with self._lock:
-                    if (jobs, thread) in self._idle:  # nobody is handing it a job: it ends
-                        self._idle.remove((jobs, thread))
-                        return
-                continue  # taken from the idle ones just now: its job is on the way
-            if given is None:  # the process is exiting
-                return
-            job, last, done = given
-            thread.name = _BUSY_NAME
-            try:
-                item = contextvars.Context().run(job)
-            except BaseException as error:  # ends the thread (with a traceback), as before
-                thread.name = _IDLE_NAME
-                last(Failed(error))  # the client hears of it: it must not wait for more
-                done.set()
-                raise
-            thread.name = _IDLE_NAME  # before `done`: a closed body's reader is seen idle
-            with self._lock:
-                self._idle.append((jobs, thread))
-            last(item)
-            done.set()
-            del given, job, last, done, item  # an idle thread holds on to no recording
-
-    def end_idle(self) -> None:
-        """At exit: end the idle threads, so that the process ends as without them, its main
-        thread last (a parent sees it gone only once it is: `replay record` holds a signal
-        that comes after the program ended, and passes on one that comes before)."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for jobs, _ in idle:
-            jobs.put(None)
-        for _, thread in idle:
-            thread.join(_CLOSE_WAIT)
-
-    def forget(self) -> None:
-        """In a forked child: the idle threads are the parent's."""
-        self._lock = threading.Lock()
-        self._idle = []
-
-
-_WORKERS: Final = _Workers()
-atexit.register(_WORKERS.end_idle)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_WORKERS.forget)
-
-
-class Failed:
-    """The last item of a body that ended with `error` (or of a send that got no headers)."""
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-
-
-class _HookFailed(Failed):
-    """Storing the recording failed (a `before_record` hook raised)."""
 
 
 class ThreadReader:
@@ -221,7 +109,7 @@ class ThreadReader:
         job = self._watch if self._shared else self._run
         # (In the sessions of the client's context: a `before_record` hook that sends runs
         # in the session that recorded, as it did in a thread started for the body.)
-        _WORKERS.run(patch.carried(job), self._hand_last, self._done)
+        _WORKERS.run(_routes.carried(job), self._hand_last, self._done)
 
     # -- reading (whoever reads) ---------------------------------------------------------------
 
@@ -254,7 +142,7 @@ class ThreadReader:
         try:
             self._recording.finish(error=error)  # at the network's time of the end
         except Exception as failure:  # a before_record hook raised: the client hears of it
-            return _HookFailed(failure)
+            return HookFailed(failure)
         return END if error is None else Failed(error)
 
     def _let_go(self) -> None:
@@ -285,7 +173,7 @@ class ThreadReader:
             self._put(upstream)
         while True:
             item = self._step()
-            if _is_last(item):
+            if is_last(item):
                 return item
             self._put(item)
 
@@ -330,7 +218,7 @@ class ThreadReader:
             return None
         while self._left:
             item = self._step()
-            if _is_last(item):
+            if is_last(item):
                 return item  # handed over once the thread is idle (`_hand_last`)
             self._put(item)
         return None
@@ -388,7 +276,7 @@ class ThreadReader:
                     self._turn.release()
                 if self._abandoned:  # closed meanwhile from another thread, which left it here
                     self._close_unread()
-                if _is_last(item):
+                if is_last(item):
                     self.over = True
                     self._nudge.put(None)  # the thread's watch is over
                 return item
@@ -455,7 +343,7 @@ class ThreadReader:
         stopped = self._stop()
         if self.abandon():
             self._nudge.put(None)  # a watching thread: its watch is over
-            self._done.wait(_CLOSE_WAIT)
+            self._done.wait(CLOSE_WAIT)
         closed = self._shared and self._close_unread()  # nobody reads it: ended here
         if not closed and not self._done.is_set() and self.upstream is not None:
             _quietly(self.upstream.close)  # a read nothing can wake: end it from here
@@ -480,7 +368,7 @@ class ThreadReader:
         stopped = self._stop()
         self.abandon()
         remaining: list[object] = []
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_WAIT):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_WAIT):
             while not self.over:
                 remaining.append(await self.aget())
         _raise_hook_failure(stopped, remaining)
@@ -495,16 +383,11 @@ class ThreadReader:
         return None
 
 
-def _is_last(item: object) -> bool:
-    """Whether `item` ends a body (a chunk is bytes, as a rule: looked at first)."""
-    return type(item) is not bytes and (item is END or isinstance(item, Failed))
-
-
 def _raise_hook_failure(stopped: Exception | None, remaining: list[object]) -> None:
     if stopped is not None:
         raise stopped
     for item in remaining:
-        if isinstance(item, _HookFailed):
+        if isinstance(item, HookFailed):
             raise item.error
 
 

@@ -28,23 +28,40 @@ uses none of them. So is `ThreadPoolExecutor` (its module costs a few ms).
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import importlib
 import importlib.util
 import sys
 import threading
-import weakref
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, Protocol, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from replay._on_import import PatchOnImport
-from replay.errors import AmbiguousSessionError, hide_for_replay_errors
+from replay._routes import (
+    CONTEXT,
+    FRONTS,
+    INHERITED,
+    LOCK,
+    ROUTERS,
+    SENDING,
+    AsyncSend,
+    Router,
+    Send,
+    bypassed,
+    carried,
+    current,
+    routed,
+    routers_here,
+    set_front,
+    start_unrouted,
+)
+from replay.errors import hide_for_replay_errors
 
 __all__ = [
     "ADAPTERS",
+    "AsyncSend",
     "Router",
+    "Send",
     "bypassed",
     "carried",
     "current",
@@ -69,130 +86,32 @@ ADAPTERS: dict[str, str] = {
     "requests": "replay.adapters.requests",
 }
 
-Send = Callable[[Any], Any]
-AsyncSend = Callable[[Any], Awaitable[Any]]
-
-
-class Router(Protocol):
-    """Decides the fate of each request while installed (a cassette session)."""
-
-    def handle(self, request: Any, send: Send) -> Any:
-        """Answer a sync request; `send` reaches the real transport."""
-        ...
-
-    async def ahandle(self, request: Any, send: AsyncSend) -> Any:
-        """Answer an async request; `send` reaches the real transport."""
-        ...
-
-
-_lock = threading.RLock()  # (re-entered when an import under it ends a pending one)
-_routers: list[Router] = []  # every installed router, in the order they came
 _guards: list[Router] = []
 _originals: list[tuple[type, str, Any]] = []  # (class, attribute, original or None)
-_fronts: dict[int, Router] = {}  # id(router) -> the router that answers in its place
 _holds = 0  # `hold` calls not yet released
 
-Stack = tuple[Router, ...]
-_context: contextvars.ContextVar[Stack] = contextvars.ContextVar("replay_routers", default=())
-_inherited: weakref.WeakKeyDictionary[threading.Thread, Stack] = weakref.WeakKeyDictionary()
 
+def _start(
+    original: Callable[[threading.Thread], None],
+) -> Callable[[threading.Thread], None]:
+    """`Thread.start`, made to note the sessions of the starting context for the thread."""
 
-def _alive(stack: Stack) -> Router | None:
-    for router in reversed(stack):
-        if router in _routers:
-            return router
-    return None
-
-
-def _stack() -> Stack:
-    """The routers of this context: its own, else those its thread was started with."""
-    stack = _context.get()
-    if _alive(stack) is None:
-        stack = _inherited.get(threading.current_thread(), ())
-    return stack
-
-
-def current() -> Router | None:
-    """The router of this context, or the only active one; None when there is none.
-
-    Raises:
-        AmbiguousSessionError: several routers are active and none belongs to this context.
-    """
-    router = _session()
-    return None if router is None else _fronts.get(id(router), router)
-
-
-def routed() -> Any | None:
-    """The cassette session of this context, for an adapter: None when there is none, and
-    inside replay's own sends (`bypassed`), which a session already handled.
-
-    Raises:
-        AmbiguousSessionError: several sessions are active and none belongs to this context.
-    """
-    return None if _sending.get() else _session()
-
-
-def _session() -> Router | None:
-    router = _alive(_stack())
-    if router is None:
-        active = list(_routers)
-        if len(active) > 1:
-            raise AmbiguousSessionError([_name(candidate) for candidate in active])
-        router = active[0] if active else None
-    return router
-
-
-def _name(router: Router) -> str:
-    return str(getattr(router, "path", None) or type(router).__name__)
-
-
-def set_front(router: Router, front: Router | None) -> None:
-    """Let `front` answer in `router`'s place wherever `router` is current (None: stop)."""
-    with _lock:
-        if front is None:
-            _fronts.pop(id(router), None)
-        else:
-            _fronts[id(router)] = front
-
-
-def _start(original: Callable[[threading.Thread], None]) -> Callable[[threading.Thread], None]:
     def start(self: threading.Thread) -> None:
-        stack = _stack()
+        stack = routers_here()
         if stack:
-            _inherited[self] = stack
+            INHERITED[self] = stack
         original(self)
 
     return start
 
 
 def _submit(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`ThreadPoolExecutor.submit`, made to run the work in the submitter's sessions."""
+
     def submit(self: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         return original(self, carried(fn), *args, **kwargs)
 
     return submit
-
-
-def carried(fn: Callable[..., T]) -> Callable[..., T]:
-    """`fn`, made to run in this context's sessions wherever it is called, as a thread
-    started here would (`fn` itself when there are none): for work handed to a thread
-    that lives on, such as a pool's."""
-    stack = _stack()
-    return functools.partial(_run_with, stack, fn) if stack else fn
-
-
-def start_unrouted(thread: threading.Thread) -> None:
-    """Start `thread` carrying no session, whichever the starting context or thread has:
-    a worker that lives on, each job bringing its own (`carried`)."""
-    contextvars.Context().run(thread.start)
-    _inherited.pop(thread, None)  # noted from the starting thread's own, if it was started so
-
-
-def _run_with(stack: Stack, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    token = _context.set(stack)
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        _context.reset(token)
 
 
 def _guarded(send: Send) -> Send:
@@ -207,22 +126,6 @@ def _guarded_async(send: AsyncSend) -> AsyncSend:
     for guard in _guards:
         send = functools.partial(guard.ahandle, send=send)
     return send
-
-
-#: True inside a send that a router already handled (or replay's own send): transports
-#: nested in it (a wrapper's inner transport, a sync twin) send as if unpatched.
-_sending: contextvars.ContextVar[bool] = contextvars.ContextVar("replay_sending", default=False)
-
-
-@contextlib.contextmanager
-def bypassed() -> Iterator[None]:
-    """Within the block, transports send as if unpatched: for replay's own sends, which a
-    session has already handled (the thread reading a recording)."""
-    token = _sending.set(True)
-    try:
-        yield
-    finally:
-        _sending.reset(token)
 
 
 def _send_sync(original: Callable[[Any, Any], Any], transport: Any, request: Any) -> Any:
@@ -240,7 +143,7 @@ async def _send_async(original: Callable[[Any, Any], Any], transport: Any, reque
 def _sync_patch(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     def handle_request(self: Any, request: Any) -> Any:
         __tracebackhide__ = hide_for_replay_errors
-        if _sending.get():
+        if SENDING.get():
             return original(self, request)
         send = _guarded(functools.partial(_send_sync, original, self))
         router = current()
@@ -254,7 +157,7 @@ def _sync_patch(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any
 def _async_patch(original: Callable[[Any, Any], Awaitable[Any]]) -> Callable[[Any, Any], Any]:
     async def handle_async_request(self: Any, request: Any) -> Any:
         __tracebackhide__ = hide_for_replay_errors
-        if _sending.get():
+        if SENDING.get():
             return await original(self, request)
         send = _guarded_async(functools.partial(_send_async, original, self))
         router = current()
@@ -368,11 +271,12 @@ def _patch_imported(what: str) -> None:
         _patch_adapter(what)
 
 
-_on_import = PatchOnImport(_patch_imported, _lock)
+_on_import = PatchOnImport(_patch_imported, LOCK)
+_inherited = INHERITED  # (the threads started in a routed context, and their routers)
 
 
 def _patched() -> bool:
-    return bool(_routers or _guards or _holds)
+    return bool(ROUTERS or _guards or _holds)
 
 
 def _first_in() -> None:
@@ -397,7 +301,7 @@ def hold() -> None:
     Each `hold` needs its own `release`.
     """
     global _holds
-    with _lock:
+    with LOCK:
         _first_in()
         _holds += 1
 
@@ -405,7 +309,7 @@ def hold() -> None:
 def release() -> None:
     """Undo one `hold`: with no router left either, the original transports come back."""
     global _holds
-    with _lock:
+    with LOCK:
         if _holds == 0:
             raise RuntimeError("replay.patch.release() without a hold")
         _holds -= 1
@@ -415,29 +319,29 @@ def release() -> None:
 def install(router: Router) -> None:
     """Make `router` the innermost router of this context (and active in the process),
     patching the transports if needed."""
-    with _lock:
+    with LOCK:
         _first_in()
-        _routers.append(router)
-    _context.set((*_context.get(), router))
+        ROUTERS.append(router)
+    CONTEXT.set((*CONTEXT.get(), router))
 
 
 def install_bottom(router: Router) -> None:
     """Install `router` as a guard: every request on its way to the network passes it, also
     one that a cassette session records (the network guard)."""
-    with _lock:
+    with LOCK:
         _first_in()
         _guards.append(router)
 
 
 def uninstall(router: Router) -> None:
     """Remove `router`; the last one out restores the original transports."""
-    stack = _context.get()
+    stack = CONTEXT.get()
     if router in stack:  # (left from another context, it stays there, inactive: no matter)
-        _context.set(tuple(other for other in stack if other is not router))
-    with _lock:
-        if router in _routers:
-            _routers.remove(router)
+        CONTEXT.set(tuple(other for other in stack if other is not router))
+    with LOCK:
+        if router in ROUTERS:
+            ROUTERS.remove(router)
         if router in _guards:
             _guards.remove(router)
-        _fronts.pop(id(router), None)
+        FRONTS.pop(id(router), None)
         _last_out()

@@ -4,7 +4,7 @@ write down each chunk with the moment it came off the network.
 The upstream body is read eagerly, and each chunk stamped as it arrives, by a worker thread
 (`replay._reader`): a sync client's, and an async client's whose transport has a sync twin
 (`replay._netthread`: the concrete `AsyncHTTPTransport`). Other async transports are read by
-a task on the client's event loop (`_AsyncTap`), whose stamps a client that blocks its loop
+a task on the client's event loop (`_LoopReader`), whose stamps a client that blocks its loop
 delays. Either way a client that dawdles between reads does not stretch the recorded gaps,
 gets every chunk as soon as it arrives, and nothing is buffered whole: a client that stops
 early stops the recording there, and the reader lets go of the connection before the
@@ -20,16 +20,18 @@ import asyncio
 import contextlib
 import functools
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any, cast
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 import httpx
 
 from replay._httpmod import async_stream, headers_of, module_of, sync_stream
-from replay._reader import END, Failed, ThreadReader
+from replay._reader import ThreadReader
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock
+from replay.engine.exchange import Record
+from replay.engine.feed import CLOSE_WAIT, END, AsyncFeed, Failed, SyncFeed
 from replay.engine.recorder import Recording, Tape
 from replay.model import Interaction, Request
 from replay.redact import Redactor
@@ -39,6 +41,8 @@ __all__ = [
     "RecordingTransport",
     "record_async",
     "record_sync",
+    "recorded_async",
+    "recorded_sync",
 ]
 
 
@@ -49,49 +53,6 @@ def _response_like(upstream: Any, stream: Any) -> Any:
         stream=stream,
         extensions=upstream.extensions,
     )
-
-
-#: How long closing early waits for the reader to let go of the upstream body.
-_CLOSE_WAIT = 0.5
-
-
-class _Failed:
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-
-
-class _SyncBody:
-    """The client's side of a sync recording: its chunks, read as it asks for them (or by
-    the thread that reads on for it while it is away)."""
-
-    def __init__(self, recording: Recording, upstream: Any) -> None:
-        self._reader = ThreadReader(recording, upstream)
-        self._closed = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        # A generator, not `return self`: httpx2 iterates its stream with `yield from`, which
-        # calls the iterator's `close` when the client abandons it; that must not be ours.
-        get = self._reader.get
-        while True:
-            item = get()
-            if type(item) is bytes:
-                yield item
-            elif item is END:
-                return
-            elif isinstance(item, Failed):
-                raise item.error
-            else:  # a chunk of a subclass of bytes
-                yield cast(bytes, item)
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._reader.close()
-
-
-def _quietly(close: Callable[[], object]) -> None:
-    with contextlib.suppress(Exception):  # the connection is being torn down: nothing to say
-        close()
 
 
 def _spawn(function: Callable[[], Awaitable[None]]) -> None:
@@ -111,11 +72,12 @@ def _spawn(function: Callable[[], Awaitable[None]]) -> None:
 _TASKS: set[asyncio.Task[None]] = set()
 
 
-class _AsyncTap:
-    """The client's side of an async recording: reads what the pump task queued.
+class _LoopReader:
+    """Reads an async recording's body on the client's event loop (a pump task), for the
+    client's `AsyncFeed`: the items of `replay.engine.feed`, queued as they come.
 
-    An async iterator class rather than an async generator: an abandoned generator is
-    finalized by the event loop (with a ResourceWarning under trio); this needs nothing.
+    A client that closes early cancels the pump; one that drops the body unclosed leaves
+    the pump to read it to its end (the recording is complete).
     """
 
     def __init__(self, recording: Recording, upstream: Any) -> None:
@@ -125,7 +87,7 @@ class _AsyncTap:
         self._send, self._receive = anyio.create_memory_object_stream[object](math.inf)
         self._scope = anyio.CancelScope()
         self._done = anyio.Event()
-        self._closed = False
+        self.over = False
         _spawn(self._pump)
 
     async def _pump(self) -> None:
@@ -143,38 +105,50 @@ class _AsyncTap:
             error = self._finish(error=error)  # a no-op when the client closed first
             if error is not None:
                 with contextlib.suppress(anyio.BrokenResourceError):
-                    self._send.send_nowait(_Failed(error))
+                    self._send.send_nowait(Failed(error))
         finally:
             self._send.close()
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await self._upstream.aclose()
             self._done.set()
 
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self
-
-    async def __anext__(self) -> bytes:
+    async def aget(self) -> object:
+        """The next item: a chunk, or (once the pump is over) how the body ended."""
         try:
             item = await self._receive.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-        if isinstance(item, _Failed):
-            raise self._raising(item.error)
-        assert isinstance(item, bytes)
+            self.over = True
+            return END
+        if isinstance(item, Failed):
+            self.over = True
+            if item.error is self._unheard:  # about to be raised to the client: heard
+                self._unheard = None
         return item
 
+    def get(self) -> object:
+        """Not for a sync client: this body is read on an event loop."""
+        raise TypeError("an async recording's body is read with aget")
+
+    def abandon(self) -> bool:
+        """Dropped unclosed: the pump reads on to the end (the recording is complete)."""
+        return True
+
+    def close(self) -> None:
+        """Not for a sync client (see `aclose`)."""
+        raise TypeError("an async recording's body is closed with aclose")
+
     async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        """The client closed early: the recording ends as the client's, the pump stops."""
         self._finish(stopped=True)
         self._scope.cancel()
         self._receive.close()
         # Wait (briefly, whatever the caller's cancellation) for the pump to let go of the
         # connection, so that it is back in the pool when the client's close returns.
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_WAIT):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_WAIT):
             await self._done.wait()
-        self._raise_unheard()
+        failure, self._unheard = self._unheard, None
+        if failure is not None:
+            raise failure
 
     def _finish(self, *, error: Exception | None = None, stopped: bool = False) -> Exception | None:
         """Finish the recording (first call wins); the error the body should end with."""
@@ -185,17 +159,6 @@ class _AsyncTap:
             return failure
         return error
 
-    def _raising(self, error: Exception) -> Exception:
-        """`error`, about to be raised to the client: it has been heard."""
-        if error is self._unheard:
-            self._unheard = None
-        return error
-
-    def _raise_unheard(self) -> None:
-        failure, self._unheard = self._unheard, None
-        if failure is not None:
-            raise failure
-
 
 def record_sync(
     request: Any, send: Callable[[Any], Any], tape: Tape, *, clock: Clock | None = None
@@ -205,15 +168,18 @@ def record_sync(
     clock = clock or MonotonicClock()
     start = clock.now()
     request.read()
-    recording = tape.start(Request.from_httpx(request), clock, start)
-    try:
-        upstream = send(request)
-    except BaseException as error:
-        recording.finish(error=error)
-        raise
+    record = Record(tape.start(Request.from_httpx(request), clock, start))
+    return recorded_sync(request, send, record)
+
+
+def recorded_sync(request: Any, send: Callable[[Any], Any], record: Record) -> Any:
+    """Send `request` (read) with `send` and hand back the response, its body read and
+    stamped as it comes onto `record`'s recording (started when the request was sent)."""
+    upstream = record.sent(functools.partial(send, request))
+    recording = record.recording
     recording.got_headers(upstream.status_code, headers_of(upstream))
     return _response_like(
-        upstream, sync_stream(module_of(upstream), _SyncBody(recording, upstream))
+        upstream, sync_stream(module_of(upstream), SyncFeed(ThreadReader(recording, upstream)))
     )
 
 
@@ -248,23 +214,28 @@ async def network_send(transport: Any, original: Callable[[Any, Any], Any], requ
 async def record_async(
     request: Any, send: Callable[[Any], Awaitable[Any]], tape: Tape, *, clock: Clock | None = None
 ) -> Any:
-    """Async twin of `record_sync`.
+    """Async twin of `record_sync`."""
+    clock = clock or MonotonicClock()
+    start = clock.now()
+    await request.aread()
+    record = Record(tape.start(Request.from_httpx(request), clock, start))
+    return await recorded_async(request, send, record)
+
+
+async def recorded_async(
+    request: Any, send: Callable[[Any], Awaitable[Any]], record: Record
+) -> Any:
+    """Async twin of `recorded_sync`.
 
     When `send` ends in `network_send` and the transport allows it, the body is read and
     stamped by a worker thread, so a client that blocks its event loop does not delay the
     stamps; otherwise a task on the client's loop reads it (see `replay._netthread` for
     which transports, and why).
     """
-    clock = clock or MonotonicClock()
-    start = clock.now()
-    await request.aread()
-    recording = tape.start(Request.from_httpx(request), clock, start)
+    recording = record.recording
     request.extensions[RECORDING] = recording
     try:
-        upstream = await send(request)
-    except BaseException as error:
-        recording.finish(error=error)
-        raise
+        upstream = await record.asent(send(request))
     finally:
         request.extensions.pop(RECORDING, None)
     if upstream.extensions.get(RECORDED):
@@ -272,7 +243,7 @@ async def record_async(
     recording.got_headers(upstream.status_code, headers_of(upstream))
     recording.read_on_loop = True
     return _response_like(
-        upstream, async_stream(module_of(upstream), _AsyncTap(recording, upstream))
+        upstream, async_stream(module_of(upstream), AsyncFeed(_LoopReader(recording, upstream)))
     )
 
 

@@ -6,23 +6,17 @@ with the request's plus the body's Content-Type and `auth` (not aiohttp's automa
 User-Agent, Accept*), and the bytes of `json=` or a bytes, text or form `data=` (others: empty).
 
 Replaying, `_request` returns, once the headers are due, a real `ClientResponse` (of the
-session's response class) whose `content` is aiohttp's own `StreamReader`, fed the Stepper's
-steps by the reader itself as its buffer runs dry at instant speed (no task, no wait), else
-by a task that feeds each chunk when due and yields to the reader, as a socket would: a reader
-that keeps up reads the recorded chunks one by one. A recorded error ends the body as
-aiohttp's `SocketTimeoutError` (a read timeout: a stall longer than `sock_read`) or
-`ClientPayloadError`. With `auto_decompress`, gzip and deflate bodies are decoded as fed (other
-encodings are fed as recorded). Traces do not fire; `timeout.total` spares replayed bodies.
+session's response class) whose `content` is aiohttp's own `StreamReader`, fed the replayed
+body's chunks (`replay.engine.playing`) by the reader itself as its buffer runs dry at
+instant speed (no task, no wait), else by a task that feeds each chunk when due and yields
+to the reader, as a socket would: a reader that keeps up reads the recorded chunks one by
+one. A recorded error ends the body as aiohttp's `SocketTimeoutError` (a read timeout: a
+stall longer than `sock_read`) or `ClientPayloadError`. With `auto_decompress`, gzip and
+deflate bodies are decoded as fed (other encodings are fed as recorded). Traces do not fire;
+`timeout.total` spares replayed bodies.
 
-Recording, the real `_request` sends (`raise_for_status` deferred until the headers are
-noted); the response's `StreamReader` then gets a subclass swapped in as its class (its
-`__slots__` forbid instance-level wrappers) that stamps each chunk aiohttp feeds it and ends
-the recording at its EOF or error; a client releasing or closing it first ends it as
-`stopped_by="client"`. Limits: the stamps are taken on the event loop, as aiohttp parses what
-the socket delivered: a client blocking its loop delays them (`Recording.read_on_loop` is
-set). aiohttp feeds a body decoded when it decompresses (the default): it is recorded so,
-under the headers minus Content-Encoding and Content-Length (a self-consistent cassette). A
-redirect is one interaction (first request, final response); websocket upgrades go live.
+Recording: see `replay.adapters.aiohttp_record`. A redirect is one interaction (first request,
+final response); websocket upgrades go live.
 """
 
 from __future__ import annotations
@@ -36,21 +30,21 @@ import types
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from http.cookies import CookieError, SimpleCookie
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from replay import engine, patch
+from replay import _routes
 from replay._decoding import Inflater
-from replay.clock import Clock
+from replay.adapters.aiohttp_record import record, unchecked
+from replay.engine.ends import EndKind, error_kind
+from replay.engine.exchange import Desk, Live, Record, route
+from replay.engine.playing import Playing
 from replay.errors import hide_for_replay_errors
 from replay.model import Request, Response
-
-if TYPE_CHECKING:
-    from replay.session import CassetteSession
 
 __all__ = ["patches"]
 
@@ -69,7 +63,6 @@ _SENT: dict[str, Any] = (
 )
 _PHRASES = {status.value: status.phrase for status in http.HTTPStatus}
 _FEEDERS: set[asyncio.Task[None]] = set()  # strong references to the running feed tasks
-_RECORDINGS: dict[int, engine.Recording] = {}  # id(stream being recorded) -> its recording
 
 
 def patches() -> list[tuple[type, str, Any]]:
@@ -81,7 +74,7 @@ def patches() -> list[tuple[type, str, Any]]:
         self: aiohttp.ClientSession, method: str, str_or_url: Any, **kwargs: Any
     ) -> aiohttp.ClientResponse:
         __tracebackhide__ = hide_for_replay_errors
-        session = patch.routed()
+        session = _routes.routed()
         if session is None:
             return await original(self, method, str_or_url, **kwargs)
         return await _handle(session, self, original, method, str_or_url, kwargs)
@@ -90,7 +83,7 @@ def patches() -> list[tuple[type, str, Any]]:
 
 
 async def _handle(
-    session: CassetteSession,
+    session: Desk,
     client: aiohttp.ClientSession,
     send: _Send,
     method: str,
@@ -99,27 +92,25 @@ async def _handle(
 ) -> aiohttp.ClientResponse:
     """Replay, record or refuse one request of `client` for `session`."""
     __tracebackhide__ = hide_for_replay_errors
-    schedule = session.schedule()
     try:
         request = _request_of(client, method, target, kwargs)
     except (TypeError, ValueError):  # aiohttp's own send says what is wrong with it
         return await send(client, method, target, **kwargs)
-    if session.ignores(request.url) or request.header("upgrade") is not None:
+    way = route(session, request.url)
+    if isinstance(way, Live) or request.header("upgrade") is not None:
         return await send(client, method, target, **kwargs)
     check = kwargs.pop("raise_for_status", None)
-    played = session.answer(request)
-    if played is None:
-        recording = session.start_recording(request)
-        sending = send(client, method, target, raise_for_status=_unchecked, **kwargs)
-        response = await _record(recording, sending, _decodes(client, kwargs))
+    decided = way.decide(request)
+    if isinstance(decided, Record):
+        sending = send(client, method, target, raise_for_status=unchecked, **kwargs)
+        response = await record(decided, sending, _decodes(client, kwargs))
     else:
         timeout = kwargs.get("timeout", client.timeout)
         sock_read = timeout.sock_read if isinstance(timeout, aiohttp.ClientTimeout) else None
-        timeouts = engine.read_timeouts(played.response, played.stall_steps, sock_read)
-        stepper = engine.Stepper(played.response, schedule, timeouts=timeouts)
-        await engine.step_async(stepper, session.clock)  # the headers, at their recorded time
-        response = _replayed(client, request, played.response)
-        _feed(response, stepper, session.clock, client, kwargs)
+        body = decided.body(_end_error, sock_read)
+        await body.ahead()  # the headers, at their recorded time
+        response = _replayed(client, request, decided.played.response)
+        _feed(response, body, client, kwargs)
     await _check_status(client, check, response)
     return response
 
@@ -218,33 +209,38 @@ class _Socketless:
     def resume_reading(self, resume_parser: bool = True) -> None: ...
 
 
+def _end_error(name: str, message: str) -> Exception:
+    """A recorded end as aiohttp raises it mid-body."""
+    timeout = error_kind(name) is EndKind.TIMEOUT
+    return (_READ_TIMEOUT if timeout else aiohttp.ClientPayloadError)(message)
+
+
 class _ReplayedBody(aiohttp.StreamReader):
-    """aiohttp's StreamReader of a replayed response, fed the steps of its Stepper: by the
-    reader itself when its buffer runs dry (instant speed), else by a task (`feed`). A release
-    or close (which sets the 'connection closed' error) stops both."""
+    """aiohttp's StreamReader of a replayed response, fed its body's chunks: by the reader
+    itself when its buffer runs dry (instant speed), else by a task (`feed`). A release or
+    close (which sets the 'connection closed' error) stops both."""
 
-    __slots__ = ("_feeder", "_inflater", "_stepper")
+    __slots__ = ("_body", "_chunks", "_feeder", "_inflater")
 
-    def __init__(self, stepper: engine.Stepper, inflater: Inflater | None, limit: int) -> None:
+    def __init__(self, body: Playing, inflater: Inflater | None, limit: int) -> None:
         loop = asyncio.get_running_loop()
         super().__init__(_Socketless(), limit, loop=loop)  # type: ignore[arg-type]
-        self._stepper = stepper
+        self._body = body
+        self._chunks = iter(body) if body.instant else None  # taken by the reader itself
         self._inflater = inflater
         self._feeder: asyncio.Task[None] | None = None
         self.begin_http_chunk_receiving()  # each recorded chunk is an HTTP chunk (`iter_chunks`)
 
-    def take(self, step: engine.Step) -> bool:
-        """Feed `step`: a chunk, or the end (EOF, or the error as aiohttp's); True: more follow."""
+    def take(self, data: bytes | None, error: Exception | None = None) -> bool:
+        """Feed a chunk, or the end (None: EOF; `error`: aiohttp's); True: more follow."""
         inflater = self._inflater
         try:
-            if isinstance(step, engine.Data):
-                self.feed_data(step.data if inflater is None else inflater.decode(step.data))
+            if error is not None:
+                self.set_exception(error)
+            elif data is not None:
+                self.feed_data(data if inflater is None else inflater.decode(data))
                 self.end_http_chunk_receiving()
                 return True
-            if isinstance(step, engine.End) and step.error is not None:
-                timeout = engine.error_kind(step.error) is engine.EndKind.TIMEOUT
-                error = _READ_TIMEOUT if timeout else aiohttp.ClientPayloadError
-                self.set_exception(error(step.message))
             else:
                 self.feed_data(b"" if inflater is None else inflater.flush())
                 self.feed_eof()
@@ -252,38 +248,56 @@ class _ReplayedBody(aiohttp.StreamReader):
             self.set_exception(
                 aiohttp.ClientPayloadError(f"Can not decode content-encoding: {exc}")
             )
-        self._stepper.close()
+        self._body.close()
         return False
 
-    async def feed(self, clock: Clock) -> None:
-        """Feed each step when due, yielding to the reader after each chunk."""
-        while self.take(await engine.step_async(self._stepper, clock)):
+    def _pull(self) -> bool:
+        """Feed the next chunk of an instant body, taken now; True: more follow."""
+        assert self._chunks is not None
+        try:
+            data = next(self._chunks, None)
+        except Exception as error:  # the recorded end
+            return self.take(None, error)
+        return self.take(data)
+
+    async def feed(self) -> None:
+        """Feed each chunk when due, yielding to the reader after each."""
+        body = self._body
+        while True:
+            try:
+                data: bytes | None = await body.__anext__()
+            except StopAsyncIteration:
+                data = None
+            except Exception as error:  # the recorded end
+                self.take(None, error)
+                return
+            if not self.take(data):
+                return
             await asyncio.sleep(0)
 
     async def _wait(self, func_name: str) -> None:
         if self._feeder is not None:
             return await super()._wait(func_name)
-        self.take(self._stepper.next())  # (a recorded error is raised to the reader at once)
+        self._pull()  # (a recorded error is raised to the reader at once)
         if self._exception is not None:
             raise self._exception
 
     async def wait_eof(self) -> None:
         if self._feeder is None:  # instant speed: nothing feeds the body unless it is read
-            while self._exception is None and self.take(self._stepper.next()):
+            while self._exception is None and self._pull():
                 pass
         await super().wait_eof()
 
     def set_exception(self, exc: BaseException, *args: Any, **kwargs: Any) -> None:
         super().set_exception(exc, *args, **kwargs)
-        self._stepper.close()
+        self._body.close()
         if self._feeder is not None and self._feeder is not asyncio.current_task():
             self._feeder.cancel()
 
 
 def _feed(
     response: aiohttp.ClientResponse,
-    stepper: engine.Stepper,
-    clock: Clock,
+    body: Playing,
     client: aiohttp.ClientSession,
     kwargs: _Options,
 ) -> None:
@@ -291,94 +305,11 @@ def _feed(
     encoding = (response.headers.get(aiohttp.hdrs.CONTENT_ENCODING) or "").strip().lower()
     decoded = _decodes(client, kwargs) and encoding in _REPLAY_DECODES
     limit: int = kwargs.get("read_bufsize") or client._read_bufsize
-    response.content = body = _ReplayedBody(stepper, Inflater(encoding) if decoded else None, limit)
-    if not stepper.instant:
-        body._feeder = task = asyncio.get_running_loop().create_task(body.feed(clock))
+    response.content = reader = _ReplayedBody(body, Inflater(encoding) if decoded else None, limit)
+    if not body.instant:
+        reader._feeder = task = asyncio.get_running_loop().create_task(reader.feed())
         _FEEDERS.add(task)
         task.add_done_callback(_FEEDERS.discard)
-
-
-# -- record ------------------------------------------------------------------------------------
-
-
-async def _unchecked(response: aiohttp.ClientResponse) -> None:
-    """The `raise_for_status` handed to the real send: the check comes once recorded."""
-
-
-async def _record(
-    recording: engine.Recording, sending: Awaitable[aiohttp.ClientResponse], decoded: bool
-) -> aiohttp.ClientResponse:
-    """Await the real send, noting the headers, then stamp the body as aiohttp is fed it."""
-    try:
-        response = await sending
-    except BaseException as error:
-        recording.finish(error=error)
-        raise
-    recording.read_on_loop = True
-    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers]
-    encoding = (response.headers.get(aiohttp.hdrs.CONTENT_ENCODING) or "").strip().lower()
-    if decoded and encoding in _AIOHTTP_DECODES:  # aiohttp feeds the body decoded
-        dropped = {"content-encoding", "content-length"}
-        headers = [(name, value) for name, value in headers if name.lower() not in dropped]
-    recording.got_headers(response.status, headers)
-    content = response.content
-    # What aiohttp parsed along with the headers was fed before `_request` returned.
-    for data in tuple(getattr(content, "_buffer", ())):
-        recording.got_chunk(bytes(data))
-    if content.exception() is not None:
-        recording.finish(error=content.exception())
-    elif content.is_eof():  # (a body-less response's is aiohttp's shared empty one)
-        recording.finish()
-    else:
-        _RECORDINGS[id(content)] = recording
-        content.__class__ = _Stamped
-        for name in ("release", "close"):
-            setattr(response, name, functools.partial(_left, recording, getattr(response, name)))
-    return response
-
-
-def _left(recording: engine.Recording, method: Callable[[], Any]) -> Any:
-    """The client released or closed the response: the recording ends as it left it."""
-    try:
-        recording.finish(stopped_by="client")
-    finally:
-        result = method()
-    return result
-
-
-class _Stamped(aiohttp.StreamReader):
-    """aiohttp's StreamReader of a response being recorded (its class swapped in): each chunk
-    fed, the end and the error are noted on the recording; then the class is swapped back."""
-
-    __slots__ = ()
-
-    def feed_data(self, data: bytes, *args: Any) -> Any:
-        if data:
-            _RECORDINGS[id(self)].got_chunk(data)
-        return super().feed_data(data, *args)
-
-    def feed_eof(self) -> None:
-        failure = _unhook(self)
-        if failure is None:
-            aiohttp.StreamReader.feed_eof(self)
-        else:  # a before_record hook raised: the client hears of it
-            aiohttp.StreamReader.set_exception(self, failure)
-
-    def set_exception(self, exc: BaseException, *args: Any, **kwargs: Any) -> None:
-        _unhook(self, exc)
-        aiohttp.StreamReader.set_exception(self, exc, *args, **kwargs)
-
-
-def _unhook(stream: aiohttp.StreamReader, error: BaseException | None = None) -> Exception | None:
-    """Finish the recording of `stream` and give it its class back; the finish's failure."""
-    recording = _RECORDINGS.pop(id(stream), None)
-    stream.__class__ = aiohttp.StreamReader
-    if recording is not None:
-        try:
-            recording.finish(error=error)
-        except Exception as failure:
-            return failure
-    return None
 
 
 # -- both --------------------------------------------------------------------------------------

@@ -8,11 +8,11 @@ joined), `read`, `read1`, gzip / deflate undone when `decode_content` asks, and 
 end raised as urllib3 raises it (`ProtocolError`, which requests turns into
 `ChunkedEncodingError`; `ReadTimeoutError`).
 
-Replaying, the body follows the engine's `Stepper`. Recording, the real send streams and a
-`replay._reader.ThreadReader` reads the still-encoded body as it arrives (each HTTP chunk
-whole), stamping it; the client's `raw` takes what the thread queued. Errors are recorded
-under httpx's names (the cassette's vocabulary: `replay.engine.ends`); the client gets
-urllib3's.
+Replaying, the body is the engine's (`replay.engine.playing`). Recording, the real send
+streams and a `replay._reader.ThreadReader` reads the still-encoded body as it arrives (each
+HTTP chunk whole), stamping it; the client's `raw` takes what the thread queued. Errors are
+recorded under httpx's names (the cassette's vocabulary: `replay.engine.ends`); the client
+gets urllib3's.
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ from typing import Any
 from urllib3._collections import HTTPHeaderDict  # (urllib3 1.x has it there too)
 from urllib3.exceptions import DecodeError, ProtocolError, ReadTimeoutError
 
-from replay import patch
+from replay import _routes
 from replay._decoding import Inflater
-from replay._reader import END, Failed, ThreadReader
-from replay.engine import Data, End, EndKind, Stepper, error_kind, read_timeouts, step_sync
+from replay._reader import ThreadReader
+from replay.engine.ends import EndKind, error_kind
+from replay.engine.exchange import Exchange, Record, Replay, route
+from replay.engine.feed import SyncFeed
 from replay.errors import hide_for_replay_errors
 from replay.model import Request
 
@@ -55,27 +57,22 @@ def patches() -> list[tuple[type, str, Any]]:
         self: Any, request: Any, stream: bool = False, timeout: Any = None, *args: Any, **kw: Any
     ) -> Any:
         __tracebackhide__ = hide_for_replay_errors
-        session = patch.routed()
-        if session is None or session.ignores(request.url or ""):
+        session = _routes.routed()
+        way = None if session is None else route(session, request.url or "")
+        if not isinstance(way, Exchange):  # no session, or an ignored host: live
             return original(self, request, stream, timeout, *args, **kw)
-        schedule = session.schedule()
         asked = Request(
             method=request.method or "GET",
             url=request.url or "",
             headers=[(str(name), _text(value)) for name, value in request.headers.items()],
             body=_read_body(request),
         )
-        played = session.answer(asked)
-        if played is None:
+        decided = way.decide(asked)
+        if isinstance(decided, Record):
             real = functools.partial(original, self, request, True, timeout, *args, **kw)
-            response = _record(session, asked, real)
+            response = _record(decided, real)
         else:
-            stalls = read_timeouts(played.response, played.stall_steps, _read_timeout(timeout))
-            stepper = Stepper(played.response, schedule, timeouts=stalls)
-            step_sync(stepper, session.clock)  # the headers, at their recorded time
-            body = _replayed(stepper, session.clock, asked.url)
-            raw = _Raw(played.response.status, played.response.headers, body, stepper.close)
-            response = self.build_response(request, raw)
+            response = self.build_response(request, _replayed(decided, asked.url, timeout))
         if not stream:
             response.content  # noqa: B018 (the whole body read now, as requests' sessions do)
         return response
@@ -113,33 +110,21 @@ def _read_timeout(timeout: Any) -> float | None:
     return None
 
 
-def _replayed(stepper: Stepper, clock: Any, url: str) -> Source:
-    def next_piece() -> bytes | None:
-        step = step_sync(stepper, clock)
-        if isinstance(step, Data):
-            return step.data
-        if isinstance(step, End) and step.error is not None:
-            raise _urllib3_error(step, url)
-        return None
-
-    payloads = stepper.rest_at_once()  # at instant speed, without a stall
-    if payloads is None:
-        return next_piece
-    rest = iter(payloads)
-
-    def next_instant() -> bytes | None:  # a payload without a step (0.8 µs a chunk, not 1.3)
-        data = None if stepper.closed else next(rest, None)
-        return next_piece() if data is None else data  # then the end, from the stepper
-
-    return next_instant
+def _replayed(replay: Replay, url: str, timeout: Any) -> _Raw:
+    """The body of `replay`, once its headers are due, as requests reads urllib3's."""
+    body = replay.body(functools.partial(_end_error, url), _read_timeout(timeout))
+    body.head()
+    pieces = functools.partial(next, iter(body), None)
+    response = replay.played.response
+    return _Raw(response.status, response.headers, pieces, body.close)
 
 
-def _urllib3_error(end: End, url: str) -> Exception:
+def _end_error(url: str, name: str, message: str) -> Exception:
     """The recorded end as urllib3 raises it mid-body (requests translates it): a timeout
     (`replay.engine.ends`) as its ReadTimeoutError, a cut as its ProtocolError."""
-    if error_kind(end.error) is EndKind.TIMEOUT:
-        return ReadTimeoutError(None, url, end.message or "Read timed out.")  # type: ignore[arg-type]
-    return ProtocolError(end.message or f"Connection broken: {end.error}")
+    if error_kind(name) is EndKind.TIMEOUT:
+        return ReadTimeoutError(None, url, message or "Read timed out.")  # type: ignore[arg-type]
+    return ProtocolError(message or f"Connection broken: {name}")
 
 
 class _Raw:
@@ -282,34 +267,23 @@ class _Raw:
 # -- recording -------------------------------------------------------------------------------
 
 
-def _record(session: Any, asked: Request, send: Callable[[], Any]) -> Any:
+def _record(record: Record, send: Callable[[], Any]) -> Any:
     """Send for real (streaming) and hand back the response, its body recorded as it comes."""
-    recording = session.start_recording(asked)
-    try:
-        with patch.bypassed():
-            response = send()
-    except BaseException as error:
-        recording.finish(error=error)
-        raise
+    recording = record.recording
+    with _routes.bypassed():
+        response = record.sent(send)
     upstream = response.raw
     headers = list(upstream.headers.iteritems())
     recording.got_headers(upstream.status, headers)
-    reader = ThreadReader(recording, _Upstream(upstream))
-    response.raw = _Raw(upstream.status, headers, _queued(reader), reader.close, upstream.reason)
+    feed = SyncFeed(ThreadReader(recording, _Upstream(upstream)))
+    response.raw = _Raw(upstream.status, headers, _queued(feed), feed.close, upstream.reason)
     return response
 
 
-def _queued(reader: ThreadReader) -> Source:
-    def next_piece() -> bytes | None:
-        item = reader.get()
-        if item is END:
-            return None
-        if isinstance(item, Failed):
-            raise item.error
-        assert isinstance(item, bytes)
-        return item
-
-    return next_piece
+def _queued(feed: SyncFeed) -> Source:
+    """The recorded body's pieces as the client's `raw` takes them; an upstream error is
+    raised as urllib3 raised it (the recording names it)."""
+    return functools.partial(next, iter(feed), None)
 
 
 class _Upstream:

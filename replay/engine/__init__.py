@@ -1,12 +1,16 @@
 """The engine: all the logic of record and replay, pure, with no I/O and no clock of its own.
 
+    exchange  route → LIVE | Exchange; decide → Replay | Record (a request's life, once)
     Player    redact → match → faults → what plays (one lock, one play bookkeeping)
+    Playing   the replayed body: its chunks when due (sync, async, instant), its end raised
     Stepper   next(now) → Wait(seconds) | Head | Data(bytes) | End(error)
     Tape      Recording: chunk(at, bytes) … end → Interaction, redacted, onto a cassette
     ends      what a recorded end means: clean | timeout | cut | stopped by the client, session
+    feed      a recording reader's items (chunks, END, Failed) → SyncFeed | AsyncFeed
 
-The shells (the httpx/httpx2 transports, the session, `replay serve`, `replay play` and
-`replay proxy`) do the I/O and the waiting, each its own way.
+The shells (the httpx/httpx2 transports, the session's adapters, `replay serve`, `replay
+play` and `replay proxy`) convert their library's request in and the engine's steps out,
+and do the I/O and the waiting, each its own way.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ if TYPE_CHECKING:
         recorded_error,
         stored_name,
     )
+    from replay.engine.exchange import LIVE, Exchange, Record, Replay, route
     from replay.engine.player import Played, Player
+    from replay.engine.playing import Playing
     from replay.engine.recorder import Recording, Tape
     from replay.engine.stepper import (
         Data,
@@ -42,14 +48,19 @@ if TYPE_CHECKING:
 __all__ = [
     "CUT_NAME",
     "END_NAMES",
+    "LIVE",
     "TIMEOUT_NAME",
     "Data",
     "End",
     "EndKind",
+    "Exchange",
     "Head",
     "Played",
     "Player",
+    "Playing",
+    "Record",
     "Recording",
+    "Replay",
     "Step",
     "Stepper",
     "Tape",
@@ -58,6 +69,7 @@ __all__ = [
     "error_kind",
     "read_timeouts",
     "recorded_error",
+    "route",
     "step_async",
     "step_sync",
     "stored_name",
@@ -79,6 +91,8 @@ _LAZY = {
         ),
         "ends",
     ),
+    **dict.fromkeys(("LIVE", "Exchange", "Record", "Replay", "route"), "exchange"),
+    "Playing": "playing",
     "Played": "player",
     "Player": "player",
     "Recording": "recorder",
