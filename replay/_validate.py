@@ -11,23 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from replay._chunks import MAX_SECONDS, Chunks, first_bad_time, time_problem
+from replay._prechecked import end_of as _end_of
+from replay._prechecked import interaction_of as _interaction_of
+from replay._prechecked import request_of as _request_of
 from replay._spool import SpooledPayloads
 from replay._walk import LoadError, Skipped
-from replay.model import (
-    MAX_SECONDS,
-    STOPPERS,
-    Chunks,
-    Headers,
-    Interaction,
-    Request,
-    Response,
-    StreamEnd,
-    _end_of,
-    _interaction_of,
-    _request_of,
-    first_bad_time,
-    time_problem,
-)
+from replay.model import STOPPERS, Headers, Interaction, Request, Response, StreamEnd
 
 __all__ = ["Floats", "Kept", "expect", "interaction_of", "quick", "shown"]
 
@@ -86,7 +76,7 @@ def quick(value: object) -> Interaction | None:
     a value: `interaction_of` then says what is wrong, and where.
 
     What the validators check is checked here, once; the objects are then made without
-    them (`replay.model._interaction_of`): they would only check it all again.
+    them (`replay._prechecked`): they would only check it all again.
     """
     if type(value) is not dict:
         return None

@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from replay._httpmod import async_stream, error_class, module_of, sync_stream
+from replay.adapters.httpx_capture import request_from_httpx
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
 from replay.engine.player import Played, Player
 from replay.errors import hide_for_replay_errors
-from replay.model import Request, Response, StreamEnd
+from replay.model import Response, StreamEnd
 from replay.redact import Redactor
 
 if TYPE_CHECKING:
@@ -286,7 +287,7 @@ class ReplayTransport(_Shell, httpx.BaseTransport):
         speed = self.speed
         schedule = None if speed == math.inf else Schedule.starting_now(speed, self.clock)
         request.read()
-        played = self.player.take(Request.from_httpx(request))
+        played = self.player.take(request_from_httpx(request))
         return play_sync(request, played, schedule, self.clock)
 
 
@@ -298,5 +299,5 @@ class AsyncReplayTransport(_Shell, httpx.AsyncBaseTransport):
         __tracebackhide__ = hide_for_replay_errors
         schedule = Schedule.starting_now(self.speed, self.clock)
         await request.aread()
-        played = self.player.take(Request.from_httpx(request))
+        played = self.player.take(request_from_httpx(request))
         return await play_async(request, played, schedule, self.clock)

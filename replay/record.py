@@ -28,10 +28,11 @@ import httpx
 
 from replay._httpmod import async_stream, headers_of, module_of, sync_stream
 from replay._reader import END, Failed, ThreadReader
+from replay.adapters.httpx_capture import request_from_httpx
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock
 from replay.engine.recorder import Recording, Tape
-from replay.model import Interaction, Request
+from replay.model import Interaction
 from replay.redact import Redactor
 
 __all__ = [
@@ -205,7 +206,7 @@ def record_sync(
     clock = clock or MonotonicClock()
     start = clock.now()
     request.read()
-    recording = tape.start(Request.from_httpx(request), clock, start)
+    recording = tape.start(request_from_httpx(request), clock, start)
     try:
         upstream = send(request)
     except BaseException as error:
@@ -258,7 +259,7 @@ async def record_async(
     clock = clock or MonotonicClock()
     start = clock.now()
     await request.aread()
-    recording = tape.start(Request.from_httpx(request), clock, start)
+    recording = tape.start(request_from_httpx(request), clock, start)
     request.extensions[RECORDING] = recording
     try:
         upstream = await send(request)
