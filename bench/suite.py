@@ -340,10 +340,19 @@ PARTS = (
         ),
     ),
     ("session", ("replay/session.py", "replay/modes.py")),
-    ("loading", ("replay/store.py", "replay/_load.py", "replay/_validate.py", "replay/_walk.py")),
+    (
+        "loading",
+        (
+            "replay/store.py",
+            "replay/_load.py",
+            "replay/_validate.py",
+            "replay/_walk.py",
+            "replay/_msgpack_bytes.py",
+        ),
+    ),
     ("match index", ("replay/matching.py", "replay/_match_keys.py")),
     ("patches", ("replay/patch.py",)),
-    ("redaction", ("replay/redact.py", "replay/_secret_shapes.py")),
+    ("redaction", ("replay/redact.py", "replay/_redact_json.py", "replay/_secret_shapes.py")),
     ("lookup and play", ("replay/cassette.py", "replay/engine/", "replay/playback.py")),
     ("adapters", ("replay/adapters/",)),
 )
