@@ -592,6 +592,32 @@ def test_a_cassette_holding_an_unredacted_secret_is_never_echoed_by_a_mismatch(
     assert "record it again" in message
 
 
+def test_a_mismatch_never_echoes_an_unredacted_url_secret_of_either_request(
+    origin: Origin, cassette_path: Path
+) -> None:
+    # The error takes its URLs as given (`replay.errors` imports nothing of replay's): the
+    # player redacts the live request, the matcher's explanation the nearest recorded one,
+    # even one a hand-made cassette holds unredacted.
+    old = replay.Request(method="GET", url=f"{origin.url}{URL_PATH}?token=old-url-secret&n=1")
+    replay.Cassette([replay.Interaction(old, replay.Response(status=200))]).save(cassette_path)
+
+    with (
+        replay.use_cassette(cassette_path, record_mode="none"),
+        pytest.raises(replay.CassetteMismatchError) as raised,
+    ):
+        httpx.get(f"{origin.url}{URL_PATH}?token=live-url-secret&n=2")
+
+    message = str(raised.value)
+    assert "old-url-secret" not in message
+    assert "live-url-secret" not in message
+    assert f"GET {origin.url}{URL_PATH}?token={PLACEHOLDER}&n=2 has no match" in message
+    assert f"Nearest recorded request: GET {origin.url}{URL_PATH}?token={PLACEHOLDER}&n=1" in (
+        message
+    )
+    assert raised.value.url == f"{origin.url}{URL_PATH}?token={PLACEHOLDER}&n=2"
+    assert origin.requests == []
+
+
 def test_a_reasoning_blocks_signature_is_no_credential() -> None:
     # Anthropic's thinking blocks and Gemini's parts carry an opaque signature the client
     # sends back verbatim: kept. A field named signature elsewhere is still a credential.
