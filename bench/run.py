@@ -81,6 +81,7 @@ from vcrpy_files import save_vcr_cassette  # beside this script
 import replay
 from replay._match_keys import json_key
 from replay._validate import quick
+from replay.adapters.httpx_capture import request_from_httpx
 
 URL = "https://api.openai.com/v1/responses"
 SSE_HEADERS = [
@@ -123,7 +124,7 @@ def _builder() -> httpx.Client:
 def recorded_request(payload: dict[str, object]) -> replay.Request:
     """The request an httpx client sends for `payload`, as replay records it."""
     built = _builder().build_request("POST", URL, json=payload)
-    return replay.Request.from_httpx(built)
+    return request_from_httpx(built)
 
 
 def stream_payload() -> dict[str, object]:

@@ -35,6 +35,7 @@ from paced import Ask, Load
 
 import replay
 from replay._origin import Script
+from replay.adapters.httpx_capture import request_from_httpx
 
 CLIENTS = 200
 EVENTS = 20
@@ -68,7 +69,7 @@ def cassette(path: Path) -> None:
         headers_at=HEADERS_AT,
         chunks=chunks,
     )
-    replay.Cassette([replay.Interaction(replay.Request.from_httpx(built), response)]).save(path)
+    replay.Cassette([replay.Interaction(request_from_httpx(built), response)]).save(path)
 
 
 def script() -> Script:

@@ -43,6 +43,7 @@ import httpx
 from vcrpy_files import save_vcr_cassette  # beside this script
 
 import replay
+from replay.adapters.httpx_capture import request_from_httpx
 
 TESTS = 200
 EVENTS = 20
@@ -119,7 +120,7 @@ def interaction(client: httpx.Client, number: int) -> replay.Interaction:
     built = client.build_request("POST", URL, json=payload(number))
     chunks = [replay.Chunk(0.2 + 0.01 * i, data) for i, data in enumerate(answer(number))]
     response = replay.Response(status=200, headers=SSE_HEADERS, headers_at=0.2, chunks=chunks)
-    return replay.Interaction(replay.Request.from_httpx(built), response)
+    return replay.Interaction(request_from_httpx(built), response)
 
 
 def write_suite(root: Path) -> dict[str, Path]:
@@ -339,10 +340,19 @@ PARTS = (
         ),
     ),
     ("session", ("replay/session.py", "replay/modes.py")),
-    ("loading", ("replay/store.py", "replay/_load.py", "replay/_validate.py", "replay/_walk.py")),
+    (
+        "loading",
+        (
+            "replay/store.py",
+            "replay/_load.py",
+            "replay/_validate.py",
+            "replay/_walk.py",
+            "replay/_msgpack_bytes.py",
+        ),
+    ),
     ("match index", ("replay/matching.py", "replay/_match_keys.py")),
     ("patches", ("replay/patch.py",)),
-    ("redaction", ("replay/redact.py", "replay/_secret_shapes.py")),
+    ("redaction", ("replay/redact.py", "replay/_redact_json.py", "replay/_secret_shapes.py")),
     ("lookup and play", ("replay/cassette.py", "replay/engine/", "replay/playback.py")),
     ("adapters", ("replay/adapters/",)),
 )

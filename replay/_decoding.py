@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import importlib
 import zlib
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
 
 from replay.errors import (
     DecodedTooLargeError,
@@ -29,11 +29,9 @@ from replay.errors import (
     install_hint,
 )
 
-if TYPE_CHECKING:
-    from replay.model import Response
-
 __all__ = [
     "MAX_DECODED_BYTES",
+    "Body",
     "DecodedTooLargeError",
     "DecoderMissingError",
     "DecodingError",
@@ -48,16 +46,40 @@ MAX_DECODED_BYTES = 64 * 1024 * 1024
 _SUPPORTED = "gzip, deflate, br and zstd"
 
 
-def encodings(response: Response) -> list[str]:
+class _Columns(Protocol):
+    """A body's chunks as columns (`replay.model.Chunks`)."""
+
+    @property
+    def times(self) -> Sequence[float]: ...
+    @property
+    def payloads(self) -> Sequence[bytes]: ...
+    def __len__(self) -> int: ...
+
+
+class _End(Protocol):
+    @property
+    def at(self) -> float: ...
+
+
+class Body(Protocol):
+    """What decoding and framing read of a response (`replay.model.Response`): taken by its
+    shape, so that neither imports the model, whose methods call them."""
+
+    @property
+    def chunks(self) -> _Columns: ...
+    @property
+    def end(self) -> _End: ...
+    def header(self, name: str) -> str | None: ...
+
+
+def encodings(response: Body) -> list[str]:
     """The codings of `response`'s Content-Encoding, in the order they were applied."""
     header = response.header("content-encoding") or ""
     names = (name.strip().lower() for name in header.split(","))
     return [name for name in names if name not in ("", "identity")]
 
 
-def decoded_chunks(
-    response: Response, *, limit: int | None = None
-) -> Iterator[tuple[float, bytes]]:
+def decoded_chunks(response: Body, *, limit: int | None = None) -> Iterator[tuple[float, bytes]]:
     """The body as (arrival time, bytes) pairs with its Content-Encoding undone.
 
     An encoded body gives one piece per chunk, then what the decoders still held, at the
@@ -99,9 +121,9 @@ class _Pipeline:
         self._totals = [0] * len(self._stages)
         self._limit = limit
 
-    def run(self, response: Response) -> Iterator[tuple[float, bytes]]:
-        for chunk in response.chunks:
-            yield chunk.at, self._through(chunk.data, final=False)
+    def run(self, response: Body) -> Iterator[tuple[float, bytes]]:
+        for at, data in zip(response.chunks.times, response.chunks.payloads, strict=True):
+            yield at, self._through(data, final=False)
         yield response.end.at, self._through(b"", final=True)
 
     def _through(self, data: bytes, *, final: bool) -> bytes:

@@ -16,16 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from replay._chunks import time_problem
 from replay.errors import CassetteFormatError
-from replay.model import (
-    STOPPERS,
-    Chunk,
-    Interaction,
-    Request,
-    Response,
-    StreamEnd,
-    time_problem,
-)
+from replay.model import STOPPERS, Chunk, Interaction, Request, Response, StreamEnd
 
 __all__ = [
     "JSON_FORMAT_NAME",

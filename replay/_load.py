@@ -36,6 +36,7 @@ from typing import Any
 
 import msgpack
 
+from replay._msgpack_bytes import stream
 from replay._spool import SpooledPayloads
 from replay._validate import Floats, Kept, expect, interaction_of, quick, shown
 from replay._walk import (
@@ -45,7 +46,6 @@ from replay._walk import (
     LoadError,
     Skipped,
     Walker,
-    stream,
 )
 from replay.model import Interaction
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import json.encoder
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 from replay import _deep_json
@@ -25,10 +25,15 @@ __all__ = [
     "NAMES",
     "REQUEST_KEYS",
     "URL_KEYS",
+    "Matcher",
     "is_json",
     "json_key",
     "named_keys",
 ]
+
+#: A matcher: vcrpy's name of one, or a vcrpy-style callable `(new, recorded)` that returns a
+#: bool or raises AssertionError (`replay.matching`, `replay._vcr_matching`).
+Matcher = str | Callable[[Any, Any], Any]
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}

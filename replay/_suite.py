@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from replay.errors import Advice
+    from replay._advice import Advice
 
 __all__ = ["Imposed", "Watcher", "current", "imposed"]
 

@@ -11,23 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from replay._chunks import MAX_SECONDS, Chunks, first_bad_time, time_problem
+from replay._prechecked import end_of as _end_of
+from replay._prechecked import interaction_of as _interaction_of
+from replay._prechecked import request_of as _request_of
 from replay._spool import SpooledPayloads
 from replay._walk import LoadError, Skipped
-from replay.model import (
-    MAX_SECONDS,
-    STOPPERS,
-    Chunks,
-    Headers,
-    Interaction,
-    Request,
-    Response,
-    StreamEnd,
-    _end_of,
-    _interaction_of,
-    _request_of,
-    first_bad_time,
-    time_problem,
-)
+from replay.model import STOPPERS, Headers, Interaction, Request, Response, StreamEnd
 
 __all__ = ["Floats", "Kept", "expect", "interaction_of", "quick", "shown"]
 
@@ -86,7 +76,7 @@ def quick(value: object) -> Interaction | None:
     a value: `interaction_of` then says what is wrong, and where.
 
     What the validators check is checked here, once; the objects are then made without
-    them (`replay.model._interaction_of`): they would only check it all again.
+    them (`replay._prechecked`): they would only check it all again.
     """
     if type(value) is not dict:
         return None
@@ -101,39 +91,64 @@ def quick(value: object) -> Interaction | None:
     body: Any = request.get("body")
     status: Any = response.get("status")
     headers_at: Any = response.get("headers_at")
-    at: Any = end.get("at")
-    message: Any = end.get("message")
-    times: Any = chunks.get("at")
-    payloads: Any = chunks.get("data")
-    error = end.get("error", _MISSED)
-    truncated = end.get("truncated")
-    stopped_by = end.get("stopped_by", "client" if truncated else None)
     if not (
         type(method) is str
         and type(url) is str
         and type(body) is bytes
         and type(status) is int
         and type(headers_at) in _NUMBER
-        and type(at) in _NUMBER
+        # What the validators refuse (a NaN fails every comparison):
+        and 100 <= status <= 599
+        and 0 <= headers_at <= MAX_SECONDS
+    ):
+        return None
+    ended = _quick_end(end)
+    request_headers = _pairs(request.get("headers"))
+    response_headers = _pairs(response.get("headers"))
+    if ended is None or request_headers is None or response_headers is None:
+        return None
+    body_chunks = _quick_chunks(chunks.get("at"), chunks.get("data"), headers_at, ended.at)
+    if body_chunks is None:
+        return None
+    return _interaction_of(
+        _request_of(method, url, request_headers, body),
+        status,
+        response_headers,
+        headers_at,
+        body_chunks,
+        ended,
+    )
+
+
+def _quick_end(end: dict[Any, Any]) -> StreamEnd | None:
+    """`quick`'s end of the body, if each field has exactly its type and a valid value."""
+    at: Any = end.get("at")
+    message: Any = end.get("message")
+    error = end.get("error", _MISSED)
+    truncated = end.get("truncated")
+    stopped_by = end.get("stopped_by", "client" if truncated else None)
+    if not (
+        type(at) in _NUMBER
         and type(message) is str
         and (error is None or type(error) is str)
         and type(truncated) is bool
         and stopped_by in STOPPERS
         and (stopped_by is None) != truncated
-        and (type(payloads) in _LIST or type(payloads) is Kept)
-        and (type(times) in _LIST or type(times) is Floats)
-        # What the validators refuse (a NaN fails every comparison); the chunks lie between
-        # the two times, so they are bounded too:
-        and 100 <= status <= 599
-        and 0 <= headers_at <= MAX_SECONDS
         and 0 <= at <= MAX_SECONDS
     ):
         return None
-    request_headers = _pairs(request.get("headers"))
-    response_headers = _pairs(response.get("headers"))
-    if request_headers is None or response_headers is None:
+    return _end_of(at, error, message, truncated, stopped_by)
+
+
+def _quick_chunks(times: Any, payloads: Any, headers_at: float, at: float) -> Chunks | None:
+    """`quick`'s body: every time a number, in order, finite, after the headers (`headers_at`)
+    and before the end (`at`); every payload bytes. None if not."""
+    if not (
+        (type(payloads) in _LIST or type(payloads) is Kept)
+        and (type(times) in _LIST or type(times) is Floats)
+    ):
         return None
-    try:  # every time a number, in order, finite; every payload bytes
+    try:
         if type(payloads) is Kept:
             body_chunks = _kept(times, payloads)
         elif type(times) is Floats:
@@ -147,14 +162,7 @@ def quick(value: object) -> Interaction | None:
         return None
     if at < (chunk_times[-1] if chunk_times else headers_at):  # an end before the body
         return None
-    return _interaction_of(
-        _request_of(method, url, request_headers, body),
-        status,
-        response_headers,
-        headers_at,
-        body_chunks,
-        _end_of(at, error, message, truncated, stopped_by),
-    )
+    return body_chunks
 
 
 _NUMBER = (int, float)

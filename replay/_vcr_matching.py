@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from replay._match_keys import named_keys
+from replay._match_keys import Matcher, named_keys
 from replay.errors import ALREADY_PLAYED
 from replay.redact import Redactor
 
 if TYPE_CHECKING:
-    from replay.matching import Matcher
     from replay.model import Request
 
 __all__ = ["explain", "to_vcr", "vcr_matcher"]

@@ -28,21 +28,28 @@ too deep, reserved bytes.
 
 from __future__ import annotations
 
-import io
 import itertools
-import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, BinaryIO, TypeAlias
+from typing import Any
 
 import msgpack
 
+from replay._msgpack_bytes import (
+    EXT_CODE_AT,
+    FILE_READ_SIZE,
+    KINDS,
+    LENGTH_BYTES,
+    Document,
+    bin_places,
+    sized_length,
+    stream,
+)
 from replay._spool import FileBytes
 
 __all__ = [
     "MAX_EXPANSION",
     "MAX_FIELDS",
     "MIN_BUDGET",
-    "READ_SIZE",
     "BadElement",
     "Document",
     "LoadError",
@@ -60,25 +67,11 @@ MIN_BUDGET = 32 * 1024 * 1024
 #: The most entries a map may have (a cassette's maps have at most six fields).
 MAX_FIELDS = 64
 
-#: How many bytes an Unpacker reads at a time: from bytes in memory, and from a file.
-READ_SIZE = 4096
-_FILE_READ_SIZE = 64 * 1024
 #: A list of at most this many elements and bytes that was built by another Unpacker is
 #: skipped by the skeleton's (cheaper than a new Unpacker); a longer one is gone past by a
 #: seek (skipping holds each element's bytes whole in the Unpacker's buffer).
 _SKIPPED_COLUMN = 256
 _SKIPPED_BYTES = 64 * 1024
-#: A column is left in the file (`places`) when its payloads are this long on average, as
-#: its first `_SAMPLED` show (else it is built: short ones cost more to read one by one).
-_LEFT_FROM = 1024
-_SAMPLED = 1024
-_BIN_HEADER = {0xC4: 1, 0xC5: 2, 0xC6: 4}  # the bytes of a bin's length, by its first byte
-
-if TYPE_CHECKING:
-    import mmap
-
-Document: TypeAlias = "bytes | mmap.mmap"
-"""A msgpack document's bytes: in memory, or a file mapped read-only."""
 
 
 class LoadError(Exception):
@@ -86,7 +79,7 @@ class LoadError(Exception):
 
 
 class BadElement(Exception):
-    """An element of a list that the list cannot hold (`kind`: as `model._kind` names it)."""
+    """An element of a list that the list cannot hold (`kind`: as `_chunks.kind_of` names it)."""
 
     def __init__(self, index: int, kind: str) -> None:
         super().__init__(index, kind)
@@ -108,35 +101,6 @@ def _pair(items: list[Any]) -> tuple[str, str]:
     raise _Refused
 
 
-def _kinds() -> tuple[str, ...]:
-    """The type msgpack builds for a value, by its first byte (as `type(value).__name__`)."""
-    kinds = []
-    for first in range(256):
-        if first <= 0x7F or first >= 0xE0 or 0xCC <= first <= 0xD3:
-            kind = "int"
-        elif first <= 0x8F or first in (0xDE, 0xDF):
-            kind = "dict"
-        elif first <= 0x9F or first in (0xDC, 0xDD):
-            kind = "list"
-        elif first <= 0xBF or 0xD9 <= first <= 0xDB:
-            kind = "str"
-        elif first in (0xC4, 0xC5, 0xC6):
-            kind = "bytes"
-        elif first in (0xCA, 0xCB):
-            kind = "float"
-        else:
-            kind = {0xC0: "NoneType", 0xC1: "reserved", 0xC2: "bool", 0xC3: "bool"}.get(
-                first, "ext"
-            )
-        kinds.append(kind)
-    return tuple(kinds)
-
-
-_KINDS = _kinds()
-_EXT_CODE_AT = {0xC7: 2, 0xC8: 3, 0xC9: 5, 0xD4: 1, 0xD5: 1, 0xD6: 1, 0xD7: 1, 0xD8: 1}
-_LENGTH_BYTES = {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xD9: 1, 0xDA: 2, 0xDB: 4, 0xDC: 2, 0xDD: 4}
-
-
 class Skipped:
     """A value left unbuilt, by the name of its type (`kind`)."""
 
@@ -147,32 +111,6 @@ class Skipped:
 
     def __repr__(self) -> str:
         return f"Skipped({self.kind!r})"
-
-
-class _FileReader:
-    """A file read from a position of its own (`os.pread`), for an Unpacker: many readers
-    share one descriptor, and what they read is not kept mapped."""
-
-    __slots__ = ("fileno", "position")
-
-    def __init__(self, fileno: int, position: int) -> None:
-        self.fileno = fileno
-        self.position = position
-
-    def read(self, size: int) -> bytes:
-        data = os.pread(self.fileno, size, self.position)
-        self.position += len(data)
-        return data
-
-
-def stream(data: Document, position: int, fileno: int | None) -> tuple[BinaryIO | Any, int]:
-    """What an Unpacker reads `data` from, at `position` (the file `fileno` when it is
-    given: `data` maps it), and how many bytes it should read at a time."""
-    if fileno is not None:
-        return _FileReader(fileno, position), _FILE_READ_SIZE
-    source = io.BytesIO(data)  # shares the bytes: nothing is copied
-    source.seek(position)
-    return source, READ_SIZE
 
 
 class Walker:
@@ -192,7 +130,7 @@ class Walker:
         limit = len(data)
         # The skeleton's Unpacker: values of any length; lists only as header pairs.
         self._skeleton: dict[str, Any] = {
-            "max_buffer_size": max(limit, _FILE_READ_SIZE),
+            "max_buffer_size": max(limit, FILE_READ_SIZE),
             "max_str_len": limit,
             "max_bin_len": limit,
             "max_array_len": 2,
@@ -249,9 +187,9 @@ class Walker:
     def kind(self, position: int) -> str:
         """The type of the value at `position`, found without building it."""
         first = self.data[position]
-        kind = _KINDS[first]
+        kind = KINDS[first]
         if kind == "ext":
-            return "Timestamp" if self.data[position + _EXT_CODE_AT[first]] == 0xFF else "ExtType"
+            return "Timestamp" if self.data[position + EXT_CODE_AT[first]] == 0xFF else "ExtType"
         return kind
 
     def next_kind(self) -> str:
@@ -261,7 +199,7 @@ class Walker:
     def scalar(self) -> Any:
         """The value that comes next if it is no list, map or extension type (those are
         skipped, unbuilt: a `Skipped` stands for them)."""
-        kind = _KINDS[self.data[self._base + self.unpacker.tell()]]
+        kind = KINDS[self.data[self._base + self.unpacker.tell()]]
         if kind in ("list", "dict", "ext"):
             kind = self.next_kind()
             self.unpacker.skip()
@@ -334,7 +272,7 @@ class Walker:
         first = self.data[position]
         if first <= 0x9F:
             return first & 0x0F, 1
-        size = _LENGTH_BYTES[first]
+        size = LENGTH_BYTES[first]
         return int.from_bytes(self.data[position + 1 : position + 1 + size], "big"), 1 + size
 
     def pairs(self, count: int) -> tuple[Any, ...]:
@@ -410,18 +348,12 @@ class Walker:
         kind = self.kind(at)
         if kind not in ("str", "bytes", "list"):
             return kind
-        first = self.data[at]
-        if first in _LENGTH_BYTES:
-            size = _LENGTH_BYTES[first]
-            length = int.from_bytes(self.data[at + 1 : at + 1 + size], "big")
-        else:
-            length = first & (0x1F if kind == "str" else 0x0F)
-        return f"{kind} of length {length}"
+        return f"{kind} of length {sized_length(self.data, at, kind)}"
 
     def places(self, count: int, size: int) -> tuple[list[int], list[int]] | None:
         """Where the payloads of the list of `count` elements that comes next (its header
         `size` bytes) lie in the file, and their lengths, if each is a bin within the file
-        and they are long (see `_LEFT_FROM`); found reading only their headers, and past
+        and they are long (`_msgpack_bytes.bin_places`); found reading only their headers, and past
         them. None if not (nothing was read: the list is to be built, which says what is
         wrong with it, if anything).
 
@@ -429,28 +361,12 @@ class Walker:
         its neighbours in (some 64 KiB), and so would the whole column.
         """
         assert self.fileno is not None
-        fileno = self.fileno
-        at = self.position + size
-        end = len(self.data)
-        offsets: list[int] = []
-        lengths: list[int] = []
-        for index in range(count):
-            header = os.pread(fileno, 5, at)
-            width = _BIN_HEADER.get(header[0]) if header else None
-            if width is None or len(header) < 1 + width:
-                return None
-            length = int.from_bytes(header[1 : 1 + width], "big")
-            at += 1 + width
-            if at + length > end:
-                return None  # (building it says: truncated)
-            offsets.append(at)
-            lengths.append(length)
-            at += length
-            if index + 1 == _SAMPLED and at - self.position < _LEFT_FROM * _SAMPLED:
-                return None
-        if at - self.position < _LEFT_FROM * count:
+        start = self.position
+        found = bin_places(self.fileno, start, start + size, len(self.data), count)
+        if found is None:
             return None
-        self.seek(at)
+        offsets, lengths, end = found
+        self.seek(end)
         return offsets, lengths
 
     def float64s(self, count: int, size: int) -> tuple[float, ...] | None:

@@ -14,26 +14,21 @@
     └── KeyInResponseWarning (UserWarning)  a recorded response body holds a key's shape
 
 Each constructor takes typed fields and builds its message; no message ever echoes a
-secret (requests in messages are redacted first).
+secret: a request reaches a constructor already redacted (its caller's job: the player, the
+network block, the matcher's explanation), since this module imports nothing of replay's
+(every module may raise these, so they sit below them all).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
-
-from replay._frozen import Frozen
-from replay.redact import Redactor
-
-if TYPE_CHECKING:
-    from replay.model import Interaction
+from typing import Any, Final, NoReturn, Protocol
 
 __all__ = [
     "ALREADY_PLAYED",
-    "COMMAND_ADVICE",
     "DISTRIBUTION",
-    "Advice",
+    "AdviceWording",
     "AmbiguousSessionError",
     "CassetteFormatError",
     "CassetteMismatchError",
@@ -43,6 +38,7 @@ __all__ = [
     "DecoderMissingError",
     "DecodingError",
     "KeyInResponseWarning",
+    "LibraryAdvice",
     "NetworkBlockedError",
     "ReplayError",
     "UnplayedInteractionsWarning",
@@ -152,9 +148,8 @@ class ConfigurationError(ReplayError, ValueError):
     """An argument replay was given makes no sense (a speed of 0, an unknown record mode…)."""
 
 
-class Advice(Frozen):
-    """How a mismatch's advice is worded where its error is read: the library's keywords by
-    default; `replay run` words it in its own flags (see `COMMAND_ADVICE`).
+class AdviceWording(Protocol):
+    """How a mismatch's advice is worded where its error is read (`replay._advice.Advice`).
 
     Attributes:
         record: how to record the request that had no match.
@@ -162,43 +157,34 @@ class Advice(Frozen):
         ignore_host: how to let a host's requests go live (`{host}` is filled in).
     """
 
-    # (A plain immutable class, not a dataclass: see `replay._frozen`.)
-    __slots__ = ("ignore_host", "record", "repeat")
-    FIELDS = ("record", "repeat", "ignore_host")
-
-    record: str
-    repeat: str
-    ignore_host: str
-
-    def __init__(
-        self,
-        record: str = "use record_mode='new_episodes' (or 'all' to record everything again)",
-        repeat: str = "allow_playback_repeats=True lets it answer again",
-        ignore_host: str = "ignore_hosts=[{host!r}]",
-    ) -> None:
-        set_field = object.__setattr__
-        set_field(self, "record", record)
-        set_field(self, "repeat", repeat)
-        set_field(self, "ignore_host", ignore_host)
+    @property
+    def record(self) -> str: ...
+    @property
+    def repeat(self) -> str: ...
+    @property
+    def ignore_host(self) -> str: ...
 
 
-_LIBRARY_ADVICE = Advice()
+class LibraryAdvice:
+    """The library's wording of a mismatch's advice, in its keywords: the default of
+    `CassetteMismatchError` and of `replay._advice.Advice`."""
 
-#: The advice of `replay run` and `replay record`: their flags, not keyword arguments.
-COMMAND_ADVICE = Advice(
-    record="run again with --mode new_episodes (or record it all again with replay record)",
-    repeat="a cassette answers each request once: record it again for each time it is made",
-    ignore_host="--ignore-host {host}",
-)
+    record: Final = "use record_mode='new_episodes' (or 'all' to record everything again)"
+    repeat: Final = "allow_playback_repeats=True lets it answer again"
+    ignore_host: Final = "ignore_hosts=[{host!r}]"
+
+
+_LIBRARY_ADVICE: AdviceWording = LibraryAdvice()
 
 
 class CassetteMismatchError(ReplayError, LookupError):
     """No recorded interaction answers a request, and the record mode forbids recording.
 
     Attributes:
-        method, url: the request that found no answer (already redacted).
+        method, url: the request that found no answer, redacted by the caller.
         cassette_path: the cassette file, if it has one.
-        nearest: the nearest recorded request as "METHOD URL", or None for an empty cassette.
+        nearest: the nearest recorded request as "METHOD URL" (redacted by the caller), or
+            None for an empty cassette.
         differences: for the nearest request, (matcher name, how it differs) pairs.
         unseen_host: the request's host, when no recorded request went to it.
     """
@@ -214,15 +200,12 @@ class CassetteMismatchError(ReplayError, LookupError):
         differences: Sequence[tuple[str, str]] = (),
         reason: str = "",
         unseen_host: str | None = None,
-        advice: Advice = _LIBRARY_ADVICE,
+        advice: AdviceWording = _LIBRARY_ADVICE,
     ) -> None:
         self.method = method
-        self.url = _without_secrets(url)  # callers redact already: this is a second guard
+        self.url = url
         self.cassette_path = None if cassette_path is None else Path(cassette_path)
         self.record_mode = record_mode
-        if nearest is not None:
-            nearest_method, _, nearest_url = nearest.partition(" ")
-            nearest = f"{nearest_method} {_without_secrets(nearest_url)}"
         self.nearest = nearest
         self.differences = tuple(differences)
         where = (
@@ -254,10 +237,6 @@ class CassetteMismatchError(ReplayError, LookupError):
                 lines.extend(f"    {line}" for line in how_lines[1:])
         lines.append(f"To record it, {advice.record}.")
         super().__init__("\n".join(lines))
-
-
-def _without_secrets(url: str) -> str:
-    return Redactor().url(url)
 
 
 def _where(path: Path | str | None) -> str:
@@ -322,7 +301,7 @@ class NetworkBlockedError(ReplayError, ConnectionError):
     """The network is blocked and no cassette answered a request (or a socket connect).
 
     Attributes:
-        method, url: the refused request (secret query parameters redacted); `CONNECT` and
+        method, url: the refused request (redacted by the caller); `CONNECT` and
             `host:port` for a raw socket connection.
         library: for a raw connection, the library that opened it (one replay does not
             route through cassettes), if it could be told.
@@ -330,7 +309,7 @@ class NetworkBlockedError(ReplayError, ConnectionError):
 
     def __init__(self, *, method: str, url: str, library: str | None = None) -> None:
         self.method = method
-        self.url = _without_secrets(url)
+        self.url = url
         self.library = library
         by = ""
         if library is not None:
@@ -352,12 +331,12 @@ class UnplayedInteractionsWarning(ReplayError, UserWarning):
     """
 
     @classmethod
-    def describe(cls, path: Path | str | None, unplayed: Sequence[Interaction]) -> str:
-        """The message for `unplayed` interactions of the cassette at `path`."""
-        count = len(unplayed)
-        lines = [f"{i.request.method} {_without_secrets(i.request.url)}" for i in unplayed]
+    def describe(cls, path: Path | str | None, requests: Sequence[str]) -> str:
+        """The message for the unplayed interactions of the cassette at `path`, whose
+        requests are `requests` ("METHOD URL", each redacted by the caller)."""
+        count = len(requests)
         plural = "" if count == 1 else "s"
-        return f"{count} unplayed interaction{plural} in {_where(path)}:" + _first_five(lines)
+        return f"{count} unplayed interaction{plural} in {_where(path)}:" + _first_five(requests)
 
 
 class KeyInResponseWarning(ReplayError, UserWarning):

@@ -26,6 +26,7 @@ from replay._match_keys import (
     NAMES,
     REQUEST_KEYS,
     URL_KEYS,
+    Matcher,
     is_json,
     json_key,
 )
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_MATCH_ON", "MatchIndex", "MatchOn", "Matcher", "keyed_by_request"]
 
-Matcher = str | Callable[[Any, Any], Any]
 MatchOn = Sequence[Matcher]
 
 #: Body included: LLM calls differ only by body, and vcrpy's default (without it) replays

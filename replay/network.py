@@ -105,7 +105,10 @@ class _Guard:
         url = str(request.url)
         host = urlsplit(url).hostname
         if not is_allowed(host, self.allowed_hosts):
-            raise_bare(NetworkBlockedError(method=request.method, url=url))  # not `request`
+            from replay.redact import Redactor  # (a refusal only)
+
+            shown = Redactor().url(url)  # the message never echoes a secret
+            raise_bare(NetworkBlockedError(method=request.method, url=shown))  # not `request`
 
     def handle(self, request: Any, send: patch.Send) -> Any:
         """Send an allowed request; refuse the rest."""

@@ -28,12 +28,13 @@ import httpx
 
 from replay._httpmod import async_stream, headers_of, module_of, sync_stream
 from replay._reader import ThreadReader
+from replay.adapters.httpx_capture import request_from_httpx
 from replay.cassette import Cassette
 from replay.clock import Clock, MonotonicClock
 from replay.engine.exchange import Record
 from replay.engine.feed import CLOSE_WAIT, END, AsyncFeed, Failed, SyncFeed
 from replay.engine.recorder import Recording, Tape
-from replay.model import Interaction, Request
+from replay.model import Interaction
 from replay.redact import Redactor
 
 __all__ = [
@@ -168,7 +169,7 @@ def record_sync(
     clock = clock or MonotonicClock()
     start = clock.now()
     request.read()
-    record = Record(tape.start(Request.from_httpx(request), clock, start))
+    record = Record(tape.start(request_from_httpx(request), clock, start))
     return recorded_sync(request, send, record)
 
 
@@ -218,7 +219,7 @@ async def record_async(
     clock = clock or MonotonicClock()
     start = clock.now()
     await request.aread()
-    record = Record(tape.start(Request.from_httpx(request), clock, start))
+    record = Record(tape.start(request_from_httpx(request), clock, start))
     return await recorded_async(request, send, record)
 
 

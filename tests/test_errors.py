@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
+import subprocess
+import sys
 
 import pytest
 
 import replay
-from replay.errors import COMMAND_ADVICE, ReplayError
+from replay._advice import COMMAND_ADVICE
+from replay.errors import ReplayError
 
 ERRORS = [
     pytest.param(replay.CassetteFormatError("c.msgpack", "truncated"), id="format"),
@@ -57,7 +60,7 @@ def test_an_error_raised_in_a_pool_worker_reaches_the_caller() -> None:
 
 
 def test_advice_is_an_immutable_value() -> None:
-    from replay.errors import Advice
+    from replay._advice import Advice
 
     assert Advice() == Advice()
     assert hash(Advice()) == hash(Advice())
@@ -68,3 +71,46 @@ def test_advice_is_an_immutable_value() -> None:
     )
     with pytest.raises(AttributeError):
         COMMAND_ADVICE.record = "x"
+
+
+def test_the_errors_module_imports_nothing_of_replay() -> None:
+    # Every module may raise its errors: it sits below them all, in a process of its own.
+    code = (
+        "import sys, replay.errors; "
+        "print(sorted(m for m in sys.modules if m.startswith('replay') and m != 'replay.errors'))"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert ran.stdout.strip() == "['replay']"  # the package itself, whose __init__ is lazy
+
+
+def test_the_unplayed_warning_lists_the_first_five_requests_and_counts_the_rest() -> None:
+    requests = [f"GET https://api.test/v1/{n}" for n in range(7)]
+
+    message = replay.errors.UnplayedInteractionsWarning.describe("c.msgpack", requests)
+
+    assert message == (
+        "7 unplayed interactions in cassette 'c.msgpack':"
+        + "".join(f"\n  GET https://api.test/v1/{n}" for n in range(5))
+        + "\n  … and 2 more"
+    )
+
+
+def test_a_mismatch_shows_its_request_and_advice_as_given() -> None:
+    error = replay.CassetteMismatchError(
+        method="GET",
+        url="https://api.test/v1?model=m",
+        cassette_path=None,
+        record_mode="none",
+        nearest="GET https://api.test/v1?model=n",
+        differences=[("query", "model differs")],
+    )
+
+    assert str(error).splitlines() == [
+        "GET https://api.test/v1?model=m has no match in the in-memory cassette "
+        "(record mode 'none')",
+        "Nearest recorded request: GET https://api.test/v1?model=n",
+        "  query differs: model differs",
+        "To record it, use record_mode='new_episodes' (or 'all' to record everything again).",
+    ]

@@ -17,6 +17,7 @@ import pytest
 
 import replay
 from replay._origin import Origin, Script
+from replay.network import block_network
 from replay.redact import PLACEHOLDER, Redactor
 
 URL_PATH = "/v1/responses"
@@ -296,27 +297,20 @@ def test_redactor_takes_a_single_name_as_one_name() -> None:
     assert redactor.headers == frozenset({"x-secret"})
 
 
-def test_network_blocked_error_does_not_echo_secret_query_values() -> None:
-    error = replay.errors.NetworkBlockedError(
-        method="GET", url="https://api.test/v1/x?key=AIza-blocked-secret&model=m"
-    )
+def test_a_blocked_request_does_not_echo_secret_query_values(origin: Origin) -> None:
+    # The network block redacts the refused request for its error (`replay.errors` imports
+    # nothing of replay's, so the error takes the URL as it is given).
+    url = origin.url + "/v1/x?key=AIza-blocked-secret&model=m"
+    with (
+        block_network(allowed_hosts=()),
+        pytest.raises(replay.NetworkBlockedError) as raised,
+    ):
+        httpx.get(url)
 
-    assert "AIza-blocked-secret" not in str(error)
-    assert f"GET https://api.test/v1/x?key={PLACEHOLDER}&model=m" in str(error)
-
-
-def test_unplayed_interactions_warning_does_not_echo_secret_query_values() -> None:
-    unplayed = [
-        replay.Interaction(
-            replay.Request(method="GET", url="https://api.test/v1/x?token=unplayed-secret"),
-            replay.Response(status=200),
-        )
-    ]
-
-    message = replay.errors.UnplayedInteractionsWarning.describe("c.msgpack", unplayed)
-
-    assert "unplayed-secret" not in message
-    assert message.startswith("1 unplayed interaction in cassette 'c.msgpack'")
+    assert "AIza-blocked-secret" not in str(raised.value)
+    assert f"GET {origin.url}/v1/x?key={PLACEHOLDER}&model=m was refused" in str(raised.value)
+    assert raised.value.url == f"{origin.url}/v1/x?key={PLACEHOLDER}&model=m"
+    assert origin.requests == []
 
 
 def test_user_information_in_the_url_never_reaches_the_cassette(
@@ -596,6 +590,32 @@ def test_a_cassette_holding_an_unredacted_secret_is_never_echoed_by_a_mismatch(
     assert "old-unredacted-secret" not in message
     assert "a hidden value differs" in message
     assert "record it again" in message
+
+
+def test_a_mismatch_never_echoes_an_unredacted_url_secret_of_either_request(
+    origin: Origin, cassette_path: Path
+) -> None:
+    # The error takes its URLs as given (`replay.errors` imports nothing of replay's): the
+    # player redacts the live request, the matcher's explanation the nearest recorded one,
+    # even one a hand-made cassette holds unredacted.
+    old = replay.Request(method="GET", url=f"{origin.url}{URL_PATH}?token=old-url-secret&n=1")
+    replay.Cassette([replay.Interaction(old, replay.Response(status=200))]).save(cassette_path)
+
+    with (
+        replay.use_cassette(cassette_path, record_mode="none"),
+        pytest.raises(replay.CassetteMismatchError) as raised,
+    ):
+        httpx.get(f"{origin.url}{URL_PATH}?token=live-url-secret&n=2")
+
+    message = str(raised.value)
+    assert "old-url-secret" not in message
+    assert "live-url-secret" not in message
+    assert f"GET {origin.url}{URL_PATH}?token={PLACEHOLDER}&n=2 has no match" in message
+    assert f"Nearest recorded request: GET {origin.url}{URL_PATH}?token={PLACEHOLDER}&n=1" in (
+        message
+    )
+    assert raised.value.url == f"{origin.url}{URL_PATH}?token={PLACEHOLDER}&n=2"
+    assert origin.requests == []
 
 
 def test_a_reasoning_blocks_signature_is_no_credential() -> None:

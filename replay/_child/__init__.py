@@ -41,10 +41,11 @@ from pathlib import Path
 from types import FrameType
 
 from replay import patch
+from replay._advice import COMMAND_ADVICE
 from replay._child._parts import hold
 from replay._progress import ProgressReporter
 from replay._suite import Imposed, imposed
-from replay.errors import COMMAND_ADVICE, ConfigurationError
+from replay.errors import ConfigurationError
 from replay.session import CassetteSession, use_cassette
 
 __all__ = [

@@ -16,10 +16,11 @@ from typing import Any
 
 from replay._httpmod import async_stream, error_class, module_of, sync_stream
 from replay._routes import AsyncSend, Send
+from replay.adapters.httpx_capture import request_from_httpx
 from replay.engine.exchange import Desk, Live, Replay, route
 from replay.engine.playing import Fail, Playing
 from replay.errors import hide_for_replay_errors
-from replay.model import Request, Response
+from replay.model import Response
 
 __all__ = ["ahandle", "handle", "play_async", "play_sync"]
 
@@ -31,7 +32,7 @@ def handle(session: Desk, request: Any, send: Send) -> Any:
     if isinstance(way, Live):
         return send(request)
     request.read()
-    decided = way.decide(Request.from_httpx(request))
+    decided = way.decide(request_from_httpx(request))
     if isinstance(decided, Replay):
         return play_sync(request, decided)
     from replay.record import recorded_sync  # (with asyncio: a replay never needs it)
@@ -46,7 +47,7 @@ async def ahandle(session: Desk, request: Any, send: AsyncSend) -> Any:
     if isinstance(way, Live):
         return await send(request)
     await request.aread()
-    decided = way.decide(Request.from_httpx(request))
+    decided = way.decide(request_from_httpx(request))
     if isinstance(decided, Replay):
         return await play_async(request, decided)
     from replay.record import recorded_async

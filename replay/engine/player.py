@@ -18,8 +18,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from replay._advice import Advice
 from replay.cassette import Cassette
-from replay.errors import Advice, CassetteMismatchError, hide_for_replay_errors, raise_bare
+from replay.errors import CassetteMismatchError, hide_for_replay_errors, raise_bare
 from replay.model import Request, Response
 from replay.redact import Redactor
 

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Literal
 
 from replay import _deep_json, ndjson, sse
 from replay._bulk import building
-from replay._decoding import decoded_chunks, encodings
+from replay._decoding import Body, decoded_chunks, encodings
 
 if TYPE_CHECKING:
-    from replay.model import Response, TimedEvent
+    from replay._timed_event import TimedEvent
 
 __all__ = [
     "NDJSON_TYPES",
@@ -73,7 +73,7 @@ def framing_of_type(content_type: str | None) -> Framing | None:
     return None
 
 
-def detect(response: Response) -> Framing | None:
+def detect(response: Body) -> Framing | None:
     """The framing of `response`'s body: by its content type, else by how the body starts.
 
     None for a response that is not a stream, and for a body that cannot be decoded when
@@ -88,12 +88,12 @@ def detect(response: Response) -> Framing | None:
         return None
 
 
-def is_stream(response: Response) -> bool:
+def is_stream(response: Body) -> bool:
     """Whether `response` is a stream of events (SSE or NDJSON); see `detect`."""
     return detect(response) is not None
 
 
-def _head(response: Response) -> bytes:
+def _head(response: Body) -> bytes:
     pieces: list[bytes] = []
     size = 0
     for _, data in decoded_chunks(response):
@@ -131,7 +131,7 @@ def parser(framing: Framing) -> Parser:
     return sse.SSEParser() if framing == "sse" else ndjson.NDJSONParser()
 
 
-def events(response: Response, framing: Framing | None = None) -> list[TimedEvent]:
+def events(response: Body, framing: Framing | None = None) -> list[TimedEvent]:
     """The body's events, each at the arrival time of the chunk that completed it.
 
     Args:
@@ -151,7 +151,7 @@ def events(response: Response, framing: Framing | None = None) -> list[TimedEven
     return _timed(module.scan(pieces), module.line_ends(pieces), times, response.end.at)
 
 
-def count(response: Response, framing: Framing | None = None) -> int:
+def count(response: Body, framing: Framing | None = None) -> int:
     """How many events `events` gives, without making them (`replay show`'s column).
 
     Raises:
@@ -161,7 +161,7 @@ def count(response: Response, framing: Framing | None = None) -> int:
     return len((sse if chosen == "sse" else ndjson).scan(_columns(response)[1]))
 
 
-def _columns(response: Response) -> tuple[Sequence[float], Sequence[bytes]]:
+def _columns(response: Body) -> tuple[Sequence[float], Sequence[bytes]]:
     """The decoded body's pieces and the time of each (see `decoded_chunks`)."""
     if not encodings(response):
         return response.chunks.times, response.chunks.payloads
@@ -172,7 +172,7 @@ def _columns(response: Response) -> tuple[Sequence[float], Sequence[bytes]]:
 def _timed(
     rows: list[sse.Row], ends: list[int], times: Sequence[float], end_at: float
 ) -> list[TimedEvent]:
-    from replay.model import TimedEvent
+    from replay._timed_event import TimedEvent
 
     # Each row's chunk, then its time, in C-level passes (a line ending past every chunk:
     # the end of the body, as `close()` would give it).
