@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from pacing import assert_paced
 
 import replay
 import replay.proxy
@@ -176,16 +177,31 @@ def test_serve_keeps_the_recorded_timing_at_speed_1(paced: Running, recorded: Pa
     with httpx.Client() as client:
         chunks = timed_chunks(client, replayed_request(recorded, paced))
     assert b"".join(data for _, data in chunks) == response.body
-    assert abs(chunks[0][0] - response.ttfb) < 0.15
-    assert abs(chunks[-1][0] - response.chunks[-1].at) < 0.15
+    assert len(response.chunks) > 5  # the recorded pace has gaps to keep
+    # Every piece: never before the recorded time, late only by what a busy machine adds.
+    assert_paced(chunks, [(chunk.at, chunk.data) for chunk in response.chunks])
 
 
-def test_serve_at_instant_speed_does_not_wait(instant: Running, recorded: Path) -> None:
+def test_serve_at_instant_speed_does_not_wait(
+    instant: Running, recorded: Path, tmp_path: Path
+) -> None:
     response = replay.Cassette.load(recorded).interactions[0].response
     with httpx.Client() as client:
         chunks = timed_chunks(client, replayed_request(recorded, instant))
     assert b"".join(data for _, data in chunks) == response.body
-    assert chunks[-1][0] < min(0.2, response.duration / 3)
+    # Timed on a stream long enough that no busy machine hides a wait: 4 s as recorded,
+    # 2 s even at 2x; a loaded 2-core machine served it in 0.3 s.
+    slow = replay.Response(
+        status=200,
+        chunks=[replay.Chunk(at, b"data: %d\n\n" % at) for at in (1, 2, 4)],
+    )
+    path = tmp_path / "slow.msgpack"
+    request = replay.Request(method="GET", url="https://api.example.com/v1/slow")
+    replay.Cassette([replay.Interaction(request, slow)]).save(path)
+    with running("serve", str(path), "--speed", "instant") as server, httpx.Client() as client:
+        arrived = timed_chunks(client, httpx.Request("GET", f"{server.url}/v1/slow"))
+    assert b"".join(data for _, data in arrived) == slow.body
+    assert arrived[-1][0] < 1.0
 
 
 def test_a_recorded_dropped_connection_drops_the_client(instant: Running) -> None:
@@ -367,7 +383,7 @@ def test_serve_stops_at_once_on_a_signal_even_mid_stream(
         response = client.send(replayed_request(recorded, server), stream=True)
         started = time.monotonic()
         assert server.stop(how) == 0
-        assert time.monotonic() - started < 1
+        assert time.monotonic() - started < 3  # (the stream had 6 s to go; busy: ~1 s)
         with pytest.raises(httpx.RemoteProtocolError):
             response.read()
         response.close()
