@@ -313,8 +313,8 @@ def test_client_gets_headers_and_first_chunk_before_the_origin_finishes(
     origin.route("/slow", Script(chunks=((0.0, b"data: first\n\n"), (3.0, b"data: late\n\n"))))
     seen, _ = fetch_one(flavour, origin.url + "/slow", limit=1)
     assert seen.chunks == [b"data: first\n\n"]
-    assert seen.headers_at < 0.5
-    assert seen.times[0] < 0.5  # the rest leaves the origin only at 3 s
+    assert seen.headers_at < 1.5
+    assert seen.times[0] < 1.5  # the rest leaves the origin only at 3 s
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
@@ -367,7 +367,7 @@ def test_early_close_of_an_endless_stream_is_prompt_and_ends_the_recording_there
 ) -> None:
     origin.route("/endless", Script(chunks=((0.0, b"data: 1\n\n"),), end="hang"))
     seen, interaction = fetch_one(flavour, origin.url + "/endless", limit=1)
-    assert seen.closed_at - seen.times[0] < 1.0
+    assert seen.closed_at - seen.times[0] < 2.0  # the stream is endless: busy, ~0.6 s
     end = interaction.response.end
     assert end.truncated
     assert end.error is None
@@ -508,7 +508,7 @@ def test_closing_from_another_thread_wakes_the_client_blocked_in_its_own_read(
             next(chunks)  # blocked until the other thread closes the response
         waited = time.monotonic() - start
         closer.join(5)
-    assert waited < 2.0
+    assert waited < 4.0  # the stream is endless; closed after 0.2 s
     [interaction] = cassette.interactions
     assert interaction.response.end.stopped_by == "client"
 
@@ -527,7 +527,7 @@ def test_a_client_that_dawdles_then_closes_lets_go_of_the_thread_reading_for_it(
         (library, "sync"), origin.url + "/endless", limit=2, work=0.2, timeout=30.0
     )
     assert seen.chunks == [b"data: 1\n\n", b"data: 2\n\n"]
-    assert seen.closed_at - seen.times[-1] < 1.0
+    assert seen.closed_at - seen.times[-1] < 2.0  # the stream is endless: busy, ~0.6 s
     assert _recorder_threads() == others
     response = interaction.response
     assert [chunk.data for chunk in response.chunks] == seen.chunks

@@ -20,6 +20,7 @@ import httpx
 import openai
 import pytest
 import trio
+from pacing import LATE
 
 import replay
 from replay import faults, timing, vtime
@@ -266,7 +267,7 @@ def test_an_asyncio_timeout_fires_when_the_replay_skips_past_it(
     started = REAL_MONOTONIC()
     virtual = asyncio.run(main())
 
-    assert REAL_MONOTONIC() - started < 1.0
+    assert REAL_MONOTONIC() - started < 5.0  # (the stall is 10 s long)
     assert virtual >= 10  # at the next turn of the loop after the skip (a documented limit)
 
 
@@ -287,7 +288,7 @@ def test_under_trio_replay_skips_its_waits_but_trio_deadlines_stay_real(
                 assert response.status_code == 200
                 return trio.current_time() - started
 
-    assert anyio.run(main, backend="trio") < 1.0
+    assert anyio.run(main, backend="trio") < 5.0  # (the stream is 30 s long)
 
 
 # --- `replay run --speed virtual` --------------------------------------------------------------
@@ -328,5 +329,5 @@ def test_a_recording_in_a_virtual_session_keeps_real_time(tmp_path: Path) -> Non
             client.get(f"{url}/sse").read()
 
     times = replay.Cassette.load(path).interactions[0].response.chunks.times
-    assert 0.045 <= times[0] < 0.3
-    assert 0.095 <= times[1] < 0.4
+    assert 0.045 <= times[0] < 0.05 + LATE
+    assert 0.095 <= times[1] < 0.1 + LATE
