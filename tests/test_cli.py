@@ -21,11 +21,17 @@ def test_demo_records_and_replays_at_each_speed(tmp_path: Path) -> None:
     assert "text: 'Hello there, how may I assist you today?'" in lines
     assert any(line.startswith("every replay gave the same events and text") for line in lines)
     ttfe = next(line for line in lines if line.startswith("time to first event")).split()[-4:]
-    live, one, ten, instant = map(float, ttfe)
-    assert 0.2 < live < 1.5  # the origin waits 0.3 s before the first event
-    assert abs(one - live) < 0.1
-    assert ten < one / 3
-    assert instant < ten
+    live, one, ten, _ = map(float, ttfe)
+    totals = next(line for line in lines if line.startswith("total")).split()[-4:]
+    _, one_total, ten_total, instant_total = map(float, totals)
+    # The origin waits 0.3 s before the first event: no replay at 1x is earlier, nor at
+    # 10x earlier than a tenth. Upper bounds are what a busy machine meets (the live figure
+    # holds the SDK's first use, which the recording does not), yet far from a wrong speed.
+    assert 0.295 <= live < 1.5
+    assert 0.295 <= one < live + 0.5
+    assert 0.0295 <= ten < one / 2
+    assert ten_total < one_total / 2
+    assert instant_total < one_total / 2
     recorded = replay.Cassette.load(cassette)
     assert [e.event for e in recorded.interactions[0].response.events()][-1] == (
         "response.completed"

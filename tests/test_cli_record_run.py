@@ -206,10 +206,11 @@ TIME_TO_FIRST_CHUNK = """
 import sys, time
 import httpx
 
-started = time.monotonic()
-with httpx.stream("GET", sys.argv[1] + "/slow") as response:
-    next(response.iter_raw())
-    print(f"{time.monotonic() - started:.3f}")
+with httpx.Client() as client:  # its set-up (an SSL context: 0.1 s, more when busy) untimed
+    started = time.monotonic()
+    with client.stream("GET", sys.argv[1] + "/slow") as response:
+        next(response.iter_raw())
+        print(f"{time.monotonic() - started:.3f}")
 """
 
 
@@ -225,9 +226,8 @@ def test_run_replays_at_the_speed_asked(tmp_path: Path) -> None:
 
     assert float(live.stdout) >= 0.4
     assert float(as_recorded.stdout) >= 0.38
-    # Each figure includes the program's first request's set-up (an SSL context: ~0.1 s,
-    # more on a busy machine): instant is the recorded 0.4 s less, whatever that costs.
-    assert float(instant.stdout) < float(as_recorded.stdout) - 0.25
+    # The recorded 0.4 s if it waited; a busy machine adds a little to a request.
+    assert float(instant.stdout) < 0.3, (instant.stdout, as_recorded.stdout)
 
 
 # -- the program's environment ---------------------------------------------------------------------

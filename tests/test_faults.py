@@ -619,8 +619,10 @@ def test_openai_times_out_on_a_stall_longer_than_its_read_timeout(
         waited = time.monotonic() - started
 
     assert len(seen) == 3
-    # On virtual time: the read gave up 5 s after the third event, in no time at all.
-    assert waited == pytest.approx(third_event + 5.0, abs=0.01)
+    # On virtual time: the read gave up 5 s after the third event, in no time at all. Real
+    # waits pass too, and a busy machine preempting a thread the asyncio client hops to
+    # counts as waiting (a documented limit of `replay.vtime`): 24 ms seen beside two hogs.
+    assert waited == pytest.approx(third_event + 5.0, abs=0.1)
 
 
 def test_anthropic_times_out_on_a_stall(sdk_cassettes: tuple[str, Path, Path]) -> None:

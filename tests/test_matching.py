@@ -597,13 +597,21 @@ def test_a_small_cassette_answers_as_its_index_would(seed: int) -> None:
     assert answers == _by_index(recorded, asked, match_on, repeats, among_first)
 
 
-def test_a_cassette_replayed_in_its_order_builds_no_index() -> None:
+def test_a_cassette_replayed_in_its_order_builds_no_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[MatchIndex] = []
+    building = MatchIndex.__init__
+
+    def counted(index: MatchIndex, *args: Any, **kwargs: Any) -> None:
+        built.append(index)
+        building(index, *args, **kwargs)
+
+    monkeypatch.setattr(MatchIndex, "__init__", counted)
     bodies = [b'{"n": 1}', b'{"n": 2}', b'{"n":1}']
     cassette = replay.Cassette([interaction(body, body) for body in bodies])
     played = [cassette.find(recorded.request) for recorded in cassette.interactions]
     assert played == [0, 1, 2]
-    assert cassette._index is None  # (the speed this is for: no key was made)
+    assert built == []  # (the speed this is for: no key was made)
     # Other bytes than the first unplayed one's: the index answers (its JSON-equal first).
     again = replay.Cassette([interaction(body, body) for body in bodies])
     assert again.find(again.interactions[2].request) == 0
-    assert again._index is not None
+    assert len(built) == 1

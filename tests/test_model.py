@@ -140,28 +140,47 @@ def test_invalid_values_are_refused(
         make()
 
 
-VALID: dict[str, Callable[[], object]] = {
-    "chunk at zero": lambda: Chunk(0, b""),
-    "chunk at an int": lambda: Chunk(3, b"x"),
-    "status 100": lambda: Response(status=100),
-    "status 599": lambda: Response(status=599),
-    "chunks at the same time": lambda: Response(
-        status=200, chunks=[Chunk(0.1, b"a"), Chunk(0.1, b"b")]
+VALID: dict[str, tuple[Callable[[], Any], Callable[[Any], object], object]] = {
+    # (what is built, what is read back from it, what that must be: the edge value kept)
+    "chunk at zero": (lambda: Chunk(0, b""), lambda c: (c.at, c.data), (0, b"")),
+    "chunk at an int": (lambda: Chunk(3, b"x"), lambda c: (c.at, c.data), (3, b"x")),
+    "status 100": (lambda: Response(status=100), lambda r: r.status, 100),
+    "status 599": (lambda: Response(status=599), lambda r: r.status, 599),
+    "chunks at the same time": (
+        lambda: Response(status=200, chunks=[Chunk(0.1, b"a"), Chunk(0.1, b"b")]),
+        lambda r: [(c.at, c.data) for c in r.chunks],
+        [(0.1, b"a"), (0.1, b"b")],
     ),
-    "chunk at the headers' time": lambda: Response(
-        status=200, headers_at=0.1, chunks=[Chunk(0.1, b"a")]
+    "chunk at the headers' time": (
+        lambda: Response(status=200, headers_at=0.1, chunks=[Chunk(0.1, b"a")]),
+        lambda r: (r.headers_at, r.ttfb),
+        (0.1, 0.1),
     ),
-    "end with the last chunk": lambda: Response(
-        status=200, chunks=[Chunk(0.1, b"a")], end=StreamEnd(0.1)
+    "end with the last chunk": (
+        lambda: Response(status=200, chunks=[Chunk(0.1, b"a")], end=StreamEnd(0.1)),
+        lambda r: (r.chunks[-1].at, r.end.at),
+        (0.1, 0.1),
     ),
-    "headers as a mapping": lambda: Request(method="GET", url="http://h/", headers={"a": "b"}),
-    "latin-1 header": lambda: Request(method="GET", url="http://h/", headers=[("a", "café")]),
+    "headers as a mapping": (
+        lambda: Request(method="GET", url="http://h/", headers={"a": "b"}),
+        lambda r: [tuple(header) for header in r.headers],
+        [("a", "b")],
+    ),
+    "latin-1 header": (
+        lambda: Request(method="GET", url="http://h/", headers=[("a", "café")]),
+        lambda r: r.header("a"),
+        "café",
+    ),
 }
 
 
-@pytest.mark.parametrize("make", VALID.values(), ids=VALID.keys())
-def test_valid_edge_values_are_accepted(make: Callable[[], object]) -> None:
-    make()
+@pytest.mark.parametrize(("make", "read", "expected"), VALID.values(), ids=VALID.keys())
+def test_valid_edge_values_are_accepted(
+    make: Callable[[], Any], read: Callable[[Any], object], expected: object
+) -> None:
+    value = make()
+    assert read(value) == expected
+    assert attrs.evolve(value) == value  # and validated again, as a copy, without complaint
 
 
 def test_evolve_validates_too() -> None:

@@ -143,12 +143,14 @@ def test_loopback_sockets_still_work_under_the_block() -> None:
 
 
 def test_the_socket_layer_is_idle_once_the_block_ends() -> None:
-    with block_network(allowed_hosts=()):
-        pass
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as receiver:
         receiver.bind(("127.0.0.1", 0))
+        receiver.settimeout(5)
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
-            sender.sendto(b"ping", receiver.getsockname())  # loopback refused only inside
+            with block_network(allowed_hosts=()):  # loopback refused only inside
+                _refused(lambda: sender.sendto(b"inside", receiver.getsockname()))
+            sender.sendto(b"after", receiver.getsockname())
+        assert receiver.recv(16) == b"after"  # the refused datagram never left
 
 
 def test_nested_blocks_allow_only_what_all_of_them_allow() -> None:

@@ -89,7 +89,7 @@ def test_hang_lets_a_client_leave_after_one_chunk(origin: Origin) -> None:
     with httpx.Client() as client, client.stream("GET", origin.url + "/forever") as response:
         first = next(response.iter_raw())
     assert first == EVENTS[0][1]
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 3.0  # the stream never ends: busy, it took ~0.5 s
 
 
 def test_exit_ends_a_hanging_stream_promptly() -> None:
@@ -100,7 +100,7 @@ def test_exit_ends_a_hanging_stream_promptly() -> None:
             chunks = response.iter_raw()
             next(chunks)
             start = time.monotonic()
-        assert time.monotonic() - start < 1.0
+        assert time.monotonic() - start < 3.0  # the stream never ends: busy, it took ~0.5 s
         # The stream was cut, not finished: the client must not mistake it for a clean end.
         with pytest.raises(httpx.RemoteProtocolError):
             list(chunks)

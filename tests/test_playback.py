@@ -24,6 +24,7 @@ import anyio
 import attrs
 import pytest
 from flavours import ABANDONED_HTTPX_GENERATORS, FLAVOURS, HTTPX_FLAVOURS, LIBRARIES
+from pacing import LATE
 
 import replay
 from replay import Cassette, Chunk, Interaction, Request, Response, StreamEnd, VirtualClock
@@ -285,7 +286,7 @@ def test_instant_replay_of_a_long_recording_takes_no_time(speed: str | float) ->
     before = time.monotonic()
     seen = play(("httpx", "sync"), cassette_of(response), speed=speed)
     assert len(seen.chunks) == 200
-    assert time.monotonic() - before < 1.0
+    assert time.monotonic() - before < 5.0  # 210 s if it waited; a busy machine adds a little
 
 
 # -- the recorded end ----------------------------------------------------------------------------
@@ -454,7 +455,7 @@ def test_a_client_closing_early_returns_without_waiting_for_the_rest(
     before = time.monotonic()
     seen = play(flavour, cassette_of(response), speed=1, limit=1)
     assert seen.chunks == [b"data: now\n\n"]
-    assert time.monotonic() - before < 1.0
+    assert time.monotonic() - before < 5.0  # 60 s if it waited for the rest
 
 
 # -- real clock ------------------------------------------------------------------------------------
@@ -469,39 +470,56 @@ def test_real_clock_replay_takes_the_recorded_time_over_speed(
 ) -> None:
     seen = play(flavour, cassette_of(HALF_SECOND), speed=speed)
     expected = HALF_SECOND.end.at / speed
-    assert expected - 0.002 <= seen.end_at - seen.sent_at <= expected + 0.15
+    # Never early (deadlines are absolute); late only by what a busy machine adds, which
+    # at 10x must stay well under the 0.45 s that playing it at 1x would add.
+    late = LATE if speed == 1 else 0.2
+    assert expected - 0.002 <= seen.end_at - seen.sent_at <= expected + late
     errors = [
-        abs((t - seen.sent_at) - chunk.at / speed)
+        (t - seen.sent_at) - chunk.at / speed
         for t, chunk in zip(seen.times, HALF_SECOND.chunks, strict=True)
     ]
-    assert statistics.median(errors) < 0.010
-    assert max(errors) < 0.1
+    assert min(errors) >= -0.002
+    assert statistics.median(errors) < 0.05  # most wake-ups are prompt, busy or not
+    assert max(errors) < late
 
 
 def test_an_instant_replay_never_imports_the_stepper_nor_compiles_key_shapes() -> None:
     """What a test suite's replay imports and compiles, it pays for in every run: sync or
-    async, an instant replay without a stall runs without a Stepper."""
+    async, an instant replay without a stall runs without a Stepper. Said without naming a
+    module: a paced replay afterwards still imports what pacing needs, and redacting a key
+    afterwards still compiles the key shapes (neither was done ahead of need)."""
     code = f"""
 import asyncio
+import re
 import sys
 import httpx
 import replay
-from replay import _secret_shapes
+compiled = []
+compile = re.compile
+re.compile = lambda *args, **kwargs: compiled.append(args[0]) or compile(*args, **kwargs)
 cassette = replay.Cassette([replay.Interaction(
     replay.Request(method="POST", url={URL!r}, headers=[("content-type", "application/json")],
                    body={BODY!r}),
     replay.Response(status=200, chunks=[replay.Chunk(0.1, b"data: x\\n\\n")]))],
     allow_playback_repeats=True)
-with httpx.Client(transport=replay.ReplayTransport(cassette, speed="instant")) as client:
-    with client.stream("POST", {URL!r}, content={BODY!r}, headers={JSON!r}) as response:
-        assert list(response.iter_bytes()) == [b"data: x\\n\\n"]
+def play(speed):
+    with httpx.Client(transport=replay.ReplayTransport(cassette, speed=speed)) as client:
+        with client.stream("POST", {URL!r}, content={BODY!r}, headers={JSON!r}) as response:
+            assert list(response.iter_bytes()) == [b"data: x\\n\\n"]
 async def main():
     transport = replay.AsyncReplayTransport(cassette, speed="instant")
     async with httpx.AsyncClient(transport=transport) as client:
         async with client.stream("POST", {URL!r}, content={BODY!r}, headers={JSON!r}) as response:
             assert [chunk async for chunk in response.aiter_bytes()] == [b"data: x\\n\\n"]
+play("instant")
 asyncio.run(main())
-assert "replay.engine.stepper" not in sys.modules
-assert sorted(_secret_shapes._COMPILED) == ["MAY_HOLD_KEY", "MAY_HOLD_KEY_BYTES"]
+instant = set(sys.modules)
+play(1000)
+assert set(sys.modules) - instant, "a paced replay imported nothing the instant one had not"
+before = len(compiled)
+keyed = replay.Request(method="POST", url={URL!r}, headers=[("content-type", "application/json")],
+                       body=b'{{"input": "sk-proj-0123456789abcdefghijklmnop"}}')
+assert b"sk-proj" not in replay.Redactor().request(keyed).body
+assert len(compiled) > before, "the key shapes were compiled before a key was looked for"
 """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

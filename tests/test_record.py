@@ -28,6 +28,7 @@ import attrs
 import httpx
 import pytest
 from flavours import ABANDONED_HTTPX_GENERATORS, FLAVOURS, HTTPX_FLAVOURS, LIBRARIES
+from pacing import LATE, assert_paced, due_times
 
 import replay
 from replay import Cassette, Interaction, _reader
@@ -313,8 +314,8 @@ def test_client_gets_headers_and_first_chunk_before_the_origin_finishes(
     origin.route("/slow", Script(chunks=((0.0, b"data: first\n\n"), (3.0, b"data: late\n\n"))))
     seen, _ = fetch_one(flavour, origin.url + "/slow", limit=1)
     assert seen.chunks == [b"data: first\n\n"]
-    assert seen.headers_at < 0.5
-    assert seen.times[0] < 0.5  # the rest leaves the origin only at 3 s
+    assert seen.headers_at < 1.5
+    assert seen.times[0] < 1.5  # the rest leaves the origin only at 3 s
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
@@ -322,15 +323,15 @@ def test_stamps_are_network_arrival_times_not_client_read_times(
     origin: Origin, flavour: tuple[str, str]
 ) -> None:
     gap, work, count = 0.015, 0.06, 6
-    origin.route("/fast", Script(chunks=[(gap, b"data: %d\n\n" % i) for i in range(count)]))
+    sent = [(gap, b"data: %d\n\n" % i) for i in range(count)]
+    origin.route("/fast", Script(chunks=sent))
     seen, interaction = fetch_one(flavour, origin.url + "/fast", work=work)
     assert len(seen.chunks) == count
     assert seen.times[-1] - seen.times[0] >= (count - 1) * work  # the client did dawdle
     stamps = [chunk.at for chunk in interaction.response.chunks]
-    # The mean gap, not the median: when a loaded machine delays the origin, it catches up
-    # with its absolute deadlines in a burst, and the individual gaps say little.
-    mean_gap = (stamps[-1] - stamps[0]) / (count - 1)
-    assert abs(mean_gap - gap) < 0.010  # at the client's pace it would be `work`, 60 ms
+    # Each stamped no earlier than the origin sent it (a loaded machine only makes it late).
+    stamped = [(chunk.at, chunk.data) for chunk in interaction.response.chunks]
+    assert_paced(stamped, due_times(sent, gaps=True))
     # The client fell behind the network, chunk by chunk: each was stamped before it was read.
     lags = [read - stamp for read, stamp in zip(seen.times, stamps, strict=True)]
     assert lags[-1] > (count - 1) * (work - gap) / 2
@@ -341,8 +342,8 @@ def test_headers_at_is_the_header_delay(origin: Origin, flavour: tuple[str, str]
     origin.route("/late", Script(header_delay=0.15, chunks=((0.05, b"data: 1\n\n"),)))
     seen, interaction = fetch_one(flavour, origin.url + "/late")
     response = interaction.response
-    assert 0.15 <= response.headers_at < 0.15 + 0.2
-    assert 0.2 <= response.chunks[0].at < 0.2 + 0.2
+    assert 0.15 <= response.headers_at < 0.15 + LATE
+    assert 0.2 <= response.chunks[0].at < 0.2 + LATE
     assert seen.headers_at >= response.headers_at
 
 
@@ -367,7 +368,7 @@ def test_early_close_of_an_endless_stream_is_prompt_and_ends_the_recording_there
 ) -> None:
     origin.route("/endless", Script(chunks=((0.0, b"data: 1\n\n"),), end="hang"))
     seen, interaction = fetch_one(flavour, origin.url + "/endless", limit=1)
-    assert seen.closed_at - seen.times[0] < 1.0
+    assert seen.closed_at - seen.times[0] < 2.0  # the stream is endless: busy, ~0.6 s
     end = interaction.response.end
     assert end.truncated
     assert end.error is None
@@ -508,7 +509,7 @@ def test_closing_from_another_thread_wakes_the_client_blocked_in_its_own_read(
             next(chunks)  # blocked until the other thread closes the response
         waited = time.monotonic() - start
         closer.join(5)
-    assert waited < 2.0
+    assert waited < 4.0  # the stream is endless; closed after 0.2 s
     [interaction] = cassette.interactions
     assert interaction.response.end.stopped_by == "client"
 
@@ -527,7 +528,7 @@ def test_a_client_that_dawdles_then_closes_lets_go_of_the_thread_reading_for_it(
         (library, "sync"), origin.url + "/endless", limit=2, work=0.2, timeout=30.0
     )
     assert seen.chunks == [b"data: 1\n\n", b"data: 2\n\n"]
-    assert seen.closed_at - seen.times[-1] < 1.0
+    assert seen.closed_at - seen.times[-1] < 2.0  # the stream is endless: busy, ~0.6 s
     assert _recorder_threads() == others
     response = interaction.response
     assert [chunk.data for chunk in response.chunks] == seen.chunks

@@ -651,18 +651,29 @@ KEYED_BODY = b'{"model": "m", "input": "sk-proj-0123456789abcdefghijklmnop"}'
 NAMED_BODY = b'{"model": "m", "api_key": "hunter2"}'
 
 
+HARMLESS_BODY = b'{"max_tokens": 5}'
+JSON_HEADERS = [("content-type", "application/json")]
+
+
 @pytest.mark.parametrize(
-    "bodies",
+    ("bodies", "clean"),
     [
-        pytest.param([CLEAN_BODY], id="one-clean"),
-        pytest.param([CLEAN_BODY, KEYED_BODY, NAMED_BODY], id="with-secrets"),
-        pytest.param([CLEAN_BODY, b'{"max_tokens": 5}'], id="a-harmless-name"),
+        pytest.param([CLEAN_BODY], {CLEAN_BODY}, id="one-clean"),
+        pytest.param([CLEAN_BODY, KEYED_BODY, NAMED_BODY], {CLEAN_BODY}, id="with-secrets"),
+        pytest.param(
+            [CLEAN_BODY, HARMLESS_BODY], {CLEAN_BODY, HARMLESS_BODY}, id="a-harmless-name"
+        ),
     ],
 )
-def test_clean_bodies_are_those_redaction_leaves_as_they_are(bodies: list[bytes]) -> None:
+def test_clean_bodies_are_those_redaction_leaves_as_they_are(
+    bodies: list[bytes], clean: set[bytes]
+) -> None:
     redactor = Redactor()
-    assert redactor.clean_bodies(bodies) == {b for b in bodies if redactor._json(b) is b}
-    assert CLEAN_BODY in redactor.clean_bodies(bodies)
+    assert redactor.clean_bodies(bodies) == clean
+    # What "clean" means: a request with that body is stored as it was sent.
+    for body in bodies:
+        sent = replay.Request(method="POST", url="https://h/", headers=JSON_HEADERS, body=body)
+        assert (redactor.request(sent).body == body) == (body in clean), body
 
 
 def test_a_body_known_clean_is_kept_and_others_are_still_redacted() -> None:

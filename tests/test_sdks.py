@@ -271,6 +271,7 @@ def timed_cassette(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]
         pytest.param(1, 1.0, id="1x"),
         pytest.param(10, 0.1, id="10x"),
         pytest.param("10x", 0.1, id="10x-string"),
+        pytest.param(2.5, 0.4, id="2.5x"),
         pytest.param("instant", 0.0, id="instant"),
     ],
 )
@@ -279,13 +280,26 @@ def test_replay_takes_the_recorded_time_divided_by_speed(
 ) -> None:
     url, path = timed_cassette
     recorded = replay.Cassette.load(path).interactions[0].response
-    expected = recorded.end.at * factor
+    clock = replay.VirtualClock()  # the waits, exactly, whatever else the machine runs
+
+    session = replay.use_cassette(path, record_mode="none", speed=speed, clock=clock)
+    output = openai_responses(url, session)
+
+    assert output == (RESPONSES_TYPES, HELLO_TEXT)
+    assert len(clock.sleeps) > 5 or factor == 0  # paced chunk by chunk, or not at all
+    assert clock.now() == pytest.approx(recorded.end.at * factor, abs=1e-6)
+
+
+def test_a_replay_at_1x_waits_the_recorded_time_on_the_real_clock(
+    timed_cassette: tuple[str, Path],
+) -> None:
+    url, path = timed_cassette
+    recorded = replay.Cassette.load(path).interactions[0].response
 
     started = time.monotonic()
-    output = openai_responses(url, replay.use_cassette(path, record_mode="none", speed=speed))
+    output = openai_responses(url, replay.use_cassette(path, record_mode="none", speed=1))
     elapsed = time.monotonic() - started
 
     assert output == (RESPONSES_TYPES, HELLO_TEXT)
-    assert recorded.end.at > 0.25  # the stream is long enough for the bounds below to mean much
-    # Deadlines are absolute: the replay can't finish early; a loaded machine may finish late.
-    assert expected * 0.95 <= elapsed < expected + 0.25
+    # Deadlines are absolute: it can't finish early; a busy machine only makes it late.
+    assert recorded.end.at - 0.002 <= elapsed < recorded.end.at + 1.0

@@ -17,6 +17,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -1035,18 +1036,54 @@ def test_file_lock_creates_the_directory_and_leaves_no_file(tmp_path: Path) -> N
     assert list((tmp_path / "new").iterdir()) == []
 
 
+class Contender:
+    """Another writer taking `file_lock(path)`, in a thread: the lock is taken on each
+    opening of the directory, so a second one in this process waits as a process would."""
+
+    def __init__(self, path: Path) -> None:
+        self.acquired = threading.Event()
+        self._thread = threading.Thread(target=self._take, args=(path,), daemon=True)
+        self._thread.start()
+
+    def _take(self, path: Path) -> None:
+        with file_lock(path):
+            self.acquired.set()
+
+    def held_off(self) -> bool:
+        """Whether it is still waiting half a second on (a no-op lock is taken at once)."""
+        return not self.acquired.wait(0.5)
+
+    def took_it(self) -> bool:
+        """Whether it gets the lock now (it waits until it does, 30 s at most)."""
+        taken = self.acquired.wait(30)
+        self._thread.join(30)
+        return taken
+
+
 def test_file_lock_can_be_taken_again_after_release(cassette_path: Path) -> None:
     with file_lock(cassette_path):
-        pass
+        contender = Contender(cassette_path)
+        assert contender.held_off()
+    assert contender.took_it()
     with file_lock(cassette_path):
-        pass
+        again = Contender(cassette_path)
+        assert again.held_off()
+    assert again.took_it()
+
+
+def raise_holding(path: Path, contenders: list[Contender]) -> None:
+    """Raise inside `file_lock(path)`, once a contender is seen waiting on it."""
+    with file_lock(path):
+        contenders.append(Contender(path))
+        assert contenders[0].held_off()
+        raise RuntimeError("boom")
 
 
 def test_file_lock_is_released_when_the_body_raises(cassette_path: Path) -> None:
-    with pytest.raises(RuntimeError), file_lock(cassette_path):
-        raise RuntimeError("boom")
-    with file_lock(cassette_path):
-        pass
+    contenders: list[Contender] = []
+    with pytest.raises(RuntimeError, match="boom"):
+        raise_holding(cassette_path, contenders)
+    assert contenders[0].took_it()
 
 
 HOLDER = textwrap.dedent(

@@ -20,6 +20,7 @@ import httpx
 import openai
 import pytest
 import trio
+from pacing import LATE
 
 import replay
 from replay import faults, timing, vtime
@@ -74,11 +75,12 @@ def test_a_replay_wait_moves_every_clock_by_exactly_its_length() -> None:
         before = readings()
         clock.sleep(30.0)
         after = readings()
+        skipped = clock.skipped
 
     for name in vtime.PATCHED:
         scale = 1e9 if name.endswith("_ns") else 1.0
         assert (after[name] - before[name]) / scale == pytest.approx(30.0, abs=1e-3), name
-    assert clock.skipped == 0.0 or clock.skipped == pytest.approx(30.0)
+    assert skipped == 30.0  # the wait was skipped, not slept: exactly its length
 
 
 def test_waiting_passes_time_and_computing_does_not() -> None:
@@ -265,7 +267,7 @@ def test_an_asyncio_timeout_fires_when_the_replay_skips_past_it(
     started = REAL_MONOTONIC()
     virtual = asyncio.run(main())
 
-    assert REAL_MONOTONIC() - started < 1.0
+    assert REAL_MONOTONIC() - started < 5.0  # (the stall is 10 s long)
     assert virtual >= 10  # at the next turn of the loop after the skip (a documented limit)
 
 
@@ -286,7 +288,7 @@ def test_under_trio_replay_skips_its_waits_but_trio_deadlines_stay_real(
                 assert response.status_code == 200
                 return trio.current_time() - started
 
-    assert anyio.run(main, backend="trio") < 1.0
+    assert anyio.run(main, backend="trio") < 5.0  # (the stream is 30 s long)
 
 
 # --- `replay run --speed virtual` --------------------------------------------------------------
@@ -327,5 +329,5 @@ def test_a_recording_in_a_virtual_session_keeps_real_time(tmp_path: Path) -> Non
             client.get(f"{url}/sse").read()
 
     times = replay.Cassette.load(path).interactions[0].response.chunks.times
-    assert 0.045 <= times[0] < 0.3
-    assert 0.095 <= times[1] < 0.4
+    assert 0.045 <= times[0] < 0.05 + LATE
+    assert 0.095 <= times[1] < 0.1 + LATE
