@@ -1,6 +1,6 @@
 """Peak memory of recording and replaying a long stream through `use_cassette` (issue 25).
 
-A local origin (`replay._origin.Origin`, in a process of its own) serves a body of `--mib`
+A local origin (`replay.testing.origin.Origin`, in a process of its own) serves a body of `--mib`
 MiB in 64 KiB HTTP chunks; a fresh Python process records `--streams` such streams into a
 new cassette in one session (record mode "all"), through httpx, reading each with
 `iter_raw`; another fresh process replays them (record mode "none"). Each process resets
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import servers  # beside this script
 
-from replay._origin import Script
+from replay.testing import Script
 
 BLOCK = 64 * 1024
 

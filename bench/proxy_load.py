@@ -1,6 +1,6 @@
 """`replay proxy` under 200 concurrent clients (benchmark 7 of `run.py`).
 
-A local origin (`replay._origin.Origin`, in a process of its own) answers each POST with a
+A local origin (`replay.testing.origin.Origin`, in a process of its own) answers each POST with a
 three-event SSE stream that takes 20 ms (events at 0, 10 and 20 ms after the headers).
 200 clients, each an `httpx.AsyncClient` of its own on one event loop, send one request
 every `PERIOD` seconds each (staggered, so the load is even), read the whole stream, and
@@ -45,7 +45,7 @@ import servers
 from paced import Ask, Load
 
 import replay
-from replay._origin import Script
+from replay.testing import Script
 
 CLIENTS = 200
 PERIOD = 1.0  # seconds between one client's requests: 200 requests/s offered in all

@@ -1,6 +1,6 @@
 """What recording costs a client (benchmark 10 of `run.py`).
 
-A local origin (`replay._origin.Origin`, in a process of its own, so that its CPU is not
+A local origin (`replay.testing.origin.Origin`, in a process of its own, so that its CPU is not
 counted) serves three streams; a sync `httpx.Client` reads each with `iter_raw`, either live
 (the floor: `httpx.HTTPTransport()`) or through `replay.RecordingTransport(cassette,
 httpx.HTTPTransport())`, which stamps and stores every chunk (read by the client's thread
@@ -31,7 +31,7 @@ import httpx
 import servers  # beside this script
 
 import replay
-from replay._origin import Script
+from replay.testing import Script
 
 BLOCK = 16 * 1024
 BIG = 50 * 1024 * 1024

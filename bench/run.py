@@ -79,9 +79,9 @@ import yaml  # type: ignore[import-untyped]  # vcrpy's dependency; no stubs inst
 from vcrpy_files import save_vcr_cassette  # beside this script
 
 import replay
-from replay._match_keys import json_key
-from replay._validate import quick
 from replay.adapters.httpx_capture import request_from_httpx
+from replay.matching.keys import json_key
+from replay.store.validate import quick
 
 URL = "https://api.openai.com/v1/responses"
 SSE_HEADERS = [
@@ -330,7 +330,7 @@ def settings(quick: bool, vcrpy_all: bool) -> Settings:
 
 
 def short_path(path: str) -> str:
-    """`path` from the package root on (`replay/playback.py`, `httpx/_models.py`)."""
+    """`path` from the package root on (`replay/adapters/playback.py`, `httpx/_models.py`)."""
     for marker in ("site-packages/", f"{Path(replay.__file__).parent.parent}/"):
         if marker in path:
             return path.split(marker, 1)[1]
@@ -1054,7 +1054,7 @@ def bench_startup(config: Settings, workdir: Path, verdicts: list[Verdict]) -> S
         f"CPU time (user + system, from `getrusage`): {ms(cpu[0])} without, {ms(cpu[1])} "
         f"with: {ms(cpu[1] - cpu[0])} added.",
         "",
-        'Measured directly (`python -X importtime -c "import pytest, replay.pytest_plugin"`; '
+        'Measured directly (`python -X importtime -c "import pytest, replay.plugin.hooks"`; '
         "pytest itself imports plugins through `importlib`, which `-X importtime` does not "
         f"see): importing the plugin once pytest is imported takes {ms(total)}; what it "
         "imports itself: "
@@ -1147,8 +1147,9 @@ def bench_suite(config: Settings, workdir: Path, verdicts: list[Verdict]) -> Sec
         stats = suite.profile_replay_suite(folders["use_cassette"], workdir / "suite.prof")
         imports = suite.first_use_imports(workdir / "first-use")
         section.lines += [
-            "What the first cassette of a run imports (`replay.session`, `replay.naming` and "
-            "what they pull in, in a pytest process run as the suite's, after its plugins and "
+            "What the first cassette of a run imports (`replay.session.lifecycle`, "
+            "`replay.session.naming` and what they pull in, in a pytest process run as the "
+            "suite's, after its plugins and "
             f"httpx; `-X importtime`): {ms(imports)} "
             f"once, {imports / tests * 1e6:.0f} µs of each test's share.",
             "",
@@ -1173,7 +1174,7 @@ def bench_recording(config: Settings, verdicts: list[Verdict]) -> Section:
     repeats, first = config.recording_repeats, config.first_event_repeats
     result = recording.run(recording.BIG, repeats, first)
     section.lines += [
-        "A sync `httpx.Client` reads with `iter_raw` from a local origin (`replay._origin."
+        "A sync `httpx.Client` reads with `iter_raw` from a local origin (`replay.testing.origin."
         "Origin`, a process of its own), live (`httpx.HTTPTransport()`, the floor) or through "
         "`replay.RecordingTransport(cassette, httpx.HTTPTransport())`. A fresh client per "
         "run, its keep-alive connection opened before the clock starts; taking turns; "

@@ -7,7 +7,7 @@ first event at `FIRST_AT` (the recorded time to first byte), then `EVENTS` - 1 m
 - at speed 1, `CLIENTS` clients (`paced.py`: an `httpx.AsyncClient` each, one event loop)
   POST the recorded request once a second each, staggered, and note when the first body byte
   came: p50 and p99 against the recorded `FIRST_AT`. Beside it, the same clients against
-  a local origin (`replay._origin.Origin`, its own process) scripted with the same timing:
+  a local origin (`replay.testing.origin.Origin`, its own process) scripted with the same timing:
   what the clients and the machine add anyway;
 - at instant speed, the same clients ask back to back: streams answered per second, against
   the same clients asking uvicorn serving a bare ASGI app that sends the same chunks at once
@@ -34,8 +34,8 @@ import servers
 from paced import Ask, Load
 
 import replay
-from replay._origin import Script
 from replay.adapters.httpx_capture import request_from_httpx
+from replay.testing import Script
 
 CLIENTS = 200
 EVENTS = 20

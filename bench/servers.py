@@ -1,6 +1,6 @@
 """The servers the benchmarks run in processes of their own (no GIL shared with the clients).
 
-- `origin(routes)`: `replay._origin.Origin` (127.0.0.1 only) in a spawned process; its URL.
+- `origin(routes)`: `replay.testing.origin.Origin` (127.0.0.1 only) in a spawned process; its URL.
 - `started(command, log)`: a `replay` command that serves HTTP (`replay proxy`, `replay
   serve`) as a subprocess, once it printed its `http://127.0.0.1:PORT` line; killed on
   leaving if it is still running (stopping it gracefully is the caller's business).
@@ -20,7 +20,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from replay._origin import Origin, Script
+from replay.testing import Origin, Script
 
 
 def _serve_origin(routes: Mapping[str, Script], pipe: Connection) -> None:

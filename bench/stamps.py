@@ -25,7 +25,7 @@ import anyio
 import httpx
 
 import replay
-from replay._origin import Origin, Script
+from replay.testing import Origin, Script
 
 GAP = 0.04
 EVENTS = 40

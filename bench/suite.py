@@ -262,8 +262,8 @@ def plugin_imports(limit: int = 8) -> tuple[float, list[tuple[str, float]]]:
     """What importing replay's plugin costs once pytest is imported (`python -X importtime`;
     pytest's own imports of plugins bypass it): its cumulative seconds and the modules it
     imports directly, costliest first."""
-    entries = _importtime("import pytest, replay.pytest_plugin")
-    index = next((i for i, e in enumerate(entries) if e[0] == "replay.pytest_plugin"), None)
+    entries = _importtime("import pytest, replay.plugin.hooks")
+    index = next((i for i, e in enumerate(entries) if e[0] == "replay.plugin.hooks"), None)
     if index is None:
         return 0.0, []
     _, total, depth = entries[index]
@@ -277,14 +277,15 @@ def plugin_imports(limit: int = 8) -> tuple[float, list[tuple[str, float]]]:
 
 
 def first_use_imports(folder: Path) -> float:
-    """Seconds the plugin's first cassette costs in imports, once a run: `replay.session`
-    and `replay.naming` (what the marker imports), imported by a test in a pytest process
+    """Seconds the plugin's first cassette costs in imports, once a run: `replay.session.lifecycle`
+    and `replay.session.naming` (what the marker imports), imported by a test in a pytest process
     run as the suite's are, in `folder` (made here): after pytest, its plugins (which may
     import some of the same modules, attrs among them), httpx and replay's plugin."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "pytest.ini").write_text("[pytest]\n")
     (folder / "test_first.py").write_text(
-        "import httpx\n\n\ndef test_first_cassette():\n    import replay.session, replay.naming\n"
+        "import httpx\n\n\ndef test_first_cassette():\n"
+        "    import replay.session.lifecycle, replay.session.naming\n"
     )
     command = [
         BASE[0],
@@ -333,27 +334,33 @@ PARTS = (
     (
         "plugin",
         (
-            "replay/pytest_plugin.py",
-            "replay/_pytest_run.py",
-            "replay/_suite.py",
-            "replay/_pytest_summary.py",
+            "replay/plugin/hooks.py",
+            "replay/plugin/run.py",
+            "replay/session/imposed.py",
+            "replay/plugin/summary.py",
         ),
     ),
-    ("session", ("replay/session.py", "replay/modes.py")),
+    ("session", ("replay/session.py", "replay/engine/modes.py")),
     (
         "loading",
         (
             "replay/store.py",
-            "replay/_load.py",
-            "replay/_validate.py",
-            "replay/_walk.py",
-            "replay/_msgpack_bytes.py",
+            "replay/store/load.py",
+            "replay/store/validate.py",
+            "replay/store/walk.py",
+            "replay/store/msgpack_bytes.py",
         ),
     ),
-    ("match index", ("replay/matching.py", "replay/_match_keys.py")),
-    ("patches", ("replay/patch.py",)),
-    ("redaction", ("replay/redact.py", "replay/_redact_json.py", "replay/_secret_shapes.py")),
-    ("lookup and play", ("replay/cassette.py", "replay/engine/", "replay/playback.py")),
+    ("match index", ("replay/matching.py", "replay/matching/keys.py")),
+    ("patches", ("replay/adapters/patch.py",)),
+    (
+        "redaction",
+        ("replay/redact/redactor.py", "replay/redact/json_bodies.py", "replay/redact/shapes.py"),
+    ),
+    (
+        "lookup and play",
+        ("replay/store/cassette.py", "replay/engine/", "replay/adapters/playback.py"),
+    ),
     ("adapters", ("replay/adapters/",)),
 )
 

@@ -11,9 +11,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from replay import faults, timing
-    from replay.cassette import Cassette
+    from replay import faults
+    from replay.adapters.network import block_network
+    from replay.adapters.playback import AsyncReplayTransport, ReplayTransport
+    from replay.adapters.record import AsyncRecordingTransport, RecordingTransport
     from replay.clock import INSTANT, MonotonicClock, VirtualClock, parse_speed
+    from replay.clock.vtime import VirtualTime
     from replay.errors import (
         AmbiguousSessionError,
         CassetteFormatError,
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
         ReplayError,
         UnplayedInteractionsWarning,
     )
+    from replay.inspect import timing
     from replay.matching import DEFAULT_MATCH_ON
     from replay.model import (
         Chunk,
@@ -38,12 +42,9 @@ if TYPE_CHECKING:
         StreamEnd,
         TimedEvent,
     )
-    from replay.network import block_network
-    from replay.playback import AsyncReplayTransport, ReplayTransport
-    from replay.record import AsyncRecordingTransport, RecordingTransport
-    from replay.redact import Redactor
-    from replay.session import VIRTUAL, CassetteSession, use_cassette
-    from replay.vtime import VirtualTime
+    from replay.redact.redactor import Redactor
+    from replay.session.lifecycle import VIRTUAL, CassetteSession, use_cassette
+    from replay.store.cassette import Cassette
 
 __version__ = "0.1.0"
 
@@ -90,12 +91,12 @@ __all__ = [
 
 
 #: Where each public name lives. They are imported on first use, not with the package: the
-#: pytest plugin (`replay.pytest_plugin`) loads in every pytest run of a project that installs
+#: pytest plugin (`replay.plugin.hooks`) loads in every pytest run of a project that installs
 #: replay, and must not pull the whole library (httpx, asyncio, ...) into runs that use none.
 _LAZY: dict[str, str] = {
     "faults": "replay.faults",
-    "timing": "replay.timing",
-    "Cassette": "replay.cassette",
+    "timing": "replay.inspect.timing",
+    "Cassette": "replay.store.cassette",
     "INSTANT": "replay.clock",
     "MonotonicClock": "replay.clock",
     "VirtualClock": "replay.clock",
@@ -120,16 +121,16 @@ _LAZY: dict[str, str] = {
     "Response": "replay.model",
     "StreamEnd": "replay.model",
     "TimedEvent": "replay.model",
-    "block_network": "replay.network",
-    "AsyncReplayTransport": "replay.playback",
-    "ReplayTransport": "replay.playback",
-    "AsyncRecordingTransport": "replay.record",
-    "RecordingTransport": "replay.record",
-    "Redactor": "replay.redact",
-    "VIRTUAL": "replay.session",
-    "CassetteSession": "replay.session",
-    "use_cassette": "replay.session",
-    "VirtualTime": "replay.vtime",
+    "block_network": "replay.adapters.network",
+    "AsyncReplayTransport": "replay.adapters.playback",
+    "ReplayTransport": "replay.adapters.playback",
+    "AsyncRecordingTransport": "replay.adapters.record",
+    "RecordingTransport": "replay.adapters.record",
+    "Redactor": "replay.redact.redactor",
+    "VIRTUAL": "replay.session.lifecycle",
+    "CassetteSession": "replay.session.lifecycle",
+    "use_cassette": "replay.session.lifecycle",
+    "VirtualTime": "replay.clock.vtime",
 }
 
 
@@ -138,7 +139,7 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'replay' has no attribute {name!r}")
     imported = importlib.import_module(module)
-    value = imported if module == f"replay.{name}" else getattr(imported, name)
+    value = imported if module.rpartition(".")[2] == name else getattr(imported, name)
     globals()[name] = value  # later lookups skip this function
     return value
 

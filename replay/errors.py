@@ -149,7 +149,7 @@ class ConfigurationError(ReplayError, ValueError):
 
 
 class AdviceWording(Protocol):
-    """How a mismatch's advice is worded where its error is read (`replay._advice.Advice`).
+    """How a mismatch's advice is worded where its error is read (`replay.engine.advice.Advice`).
 
     Attributes:
         record: how to record the request that had no match.
@@ -167,7 +167,7 @@ class AdviceWording(Protocol):
 
 class LibraryAdvice:
     """The library's wording of a mismatch's advice, in its keywords: the default of
-    `CassetteMismatchError` and of `replay._advice.Advice`."""
+    `CassetteMismatchError` and of `replay.engine.advice.Advice`."""
 
     record: Final = "use record_mode='new_episodes' (or 'all' to record everything again)"
     repeat: Final = "allow_playback_repeats=True lets it answer again"
@@ -288,7 +288,7 @@ class DecodedTooLargeError(DecodingError):
         self.limit = limit
         super().__init__(
             encoding,
-            f"it decodes to more than {_size(limit)} (replay._decoding.MAX_DECODED_BYTES), "
+            f"it decodes to more than {_size(limit)} (replay.framing.decoding.MAX_DECODED_BYTES), "
             "so it is refused as a likely decompression bomb",
         )
 

@@ -4,7 +4,7 @@
 
 Every sample but one is synthetic, built by `replay.dialects` with realistic timing: the
 same code always gives the same bytes. `responses-hello.msgpack` is a real recording: the
-openai SDK streams the reference response from the local origin (`replay._origin`, on
+openai SDK streams the reference response from the local origin (`replay.testing.origin`, on
 127.0.0.1) through `use_cassette`, the real recording path. Its `before_record` stores it
 as if it came from api.openai.com (so an SDK with its default base URL replays it) and
 leaves out the headers that change with the day and the machine (Date, the SDK's platform
@@ -24,10 +24,10 @@ from pathlib import Path
 import attrs
 
 import replay
-from replay.cassette import Cassette
 from replay.dialects import ToolCall, anthropic, chat, responses
 from replay.model import Interaction
-from replay.redact import Redactor
+from replay.redact.redactor import Redactor
+from replay.store.cassette import Cassette
 
 CASSETTES = Path(__file__).resolve().parents[1] / "cassettes"
 
@@ -83,7 +83,7 @@ def record_hello() -> Interaction:
     """Record the reference Responses stream from the local origin, through the openai SDK."""
     import openai
 
-    from replay._origin import Origin
+    from replay.testing import Origin
 
     with tempfile.TemporaryDirectory() as scratch, Origin() as origin:
         client = openai.OpenAI(api_key="sk-dummy", base_url=f"{origin.url}/v1", max_retries=0)
@@ -217,7 +217,7 @@ with replay.use_cassette("cassettes/responses-hello.msgpack", record_mode="none"
 
 All but `responses-hello.msgpack` are synthetic (`replay.dialects`), with realistic timing.
 `responses-hello.msgpack` was recorded through the real recording path: the openai SDK
-streaming from the local origin (`replay._origin`), stored as if from api.openai.com.
+streaming from the local origin (`replay.testing.origin`), stored as if from api.openai.com.
 
 | file | what it holds | made | events | ends with |
 |---|---|---|---:|---|

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from replay._origin import Origin
+from replay.testing import Origin
 
 # CI runs the same examples every time (a property failure is then reproducible, not a
 # coin toss), and a loaded 2-core machine does not trip per-example deadlines.

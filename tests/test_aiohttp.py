@@ -16,7 +16,7 @@ from pacing import assert_paced, due_times
 
 import replay
 from replay import faults
-from replay._origin import Origin, Script
+from replay.testing import Origin, Script
 
 pytestmark = pytest.mark.anyio
 

@@ -20,8 +20,8 @@ import openai
 import pytest
 
 import replay
-from replay.check import check_files
 from replay.dialects import detect, validate
+from replay.inspect.check import check_files
 
 ROOT = Path(__file__).resolve().parents[1]
 CASSETTES = ROOT / "cassettes"

@@ -9,8 +9,8 @@ import pytest
 from commands import replay_text as run_replay
 
 import replay
-from replay.cassette import Cassette
-from replay.check import (
+from replay.dialects import Violation, anthropic, chat, responses
+from replay.inspect.check import (
     UNDECODABLE,
     CheckResult,
     Finding,
@@ -21,8 +21,8 @@ from replay.check import (
     interaction_findings,
     is_stream,
 )
-from replay.dialects import Violation, anthropic, chat, responses
 from replay.model import Chunk, Interaction, Request, Response
+from replay.store.cassette import Cassette
 
 TEXT = "Hello there, how may I assist you today?"
 

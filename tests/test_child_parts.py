@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from replay._child import part_path
-from replay._child._parts import PartsDirectory, hold, recover
 from replay.model import Chunk, Interaction, Request, Response
-from replay.store import load_interactions, save_interactions
+from replay.run.site import part_path
+from replay.run.site.parts import PartsDirectory, hold, recover
+from replay.store.file import load_interactions, save_interactions
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the locks are flock's")
 
@@ -164,7 +164,7 @@ def test_parts_that_cannot_be_merged_are_kept(tmp_path: Path) -> None:
 
 
 def test_show_lists_what_parts_hold_and_skips_a_damaged_one(tmp_path: Path) -> None:
-    from replay._child._parts import left_behind
+    from replay.run.site.parts import left_behind
 
     out = tmp_path / "app.msgpack"
     assert left_behind(out) == ([], None)
@@ -181,7 +181,7 @@ def test_show_lists_what_parts_hold_and_skips_a_damaged_one(tmp_path: Path) -> N
 def test_a_killed_sessions_parts_of_an_appending_mode_are_added(tmp_path: Path) -> None:
     # A session of record mode "new_episodes" that recorded a request the cassette already
     # answered (its answer used up): the merge at its end would have added it, so does this.
-    from replay._child._parts import APPENDED
+    from replay.run.site.parts import APPENDED
 
     out = tmp_path / "app.msgpack"
     save_interactions(out, [interaction("/again", b"old")])

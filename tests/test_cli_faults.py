@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import replay
-from replay._origin import Origin, Script
 from replay.cli import main
+from replay.testing import Origin, Script
 
 pytest_plugins = ["pytester"]
 

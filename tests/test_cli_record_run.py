@@ -26,10 +26,9 @@ import pytest
 from commands import replay_text as replay_cli
 
 import replay
-from replay._origin import Origin, Script, SeenRequest
-from replay._progress import Progress
-from replay._streams import HELLO_TEXT, chat_hello, responses_hello
-from replay.child import summary_lines
+from replay.run.child import summary_lines
+from replay.run.progress import Progress
+from replay.testing import HELLO_TEXT, Origin, Script, SeenRequest, chat_hello, responses_hello
 
 SECRET = "sk-secret-123"
 
@@ -152,10 +151,10 @@ def test_record_prints_a_summary_row_per_interaction(openai_recording: OpenAIRec
     method, url, status, events, ttft, _, duration, _ = lines[2].split()
     responses_url = f"{openai_recording.origin_url}/v1/responses"
     assert (method, url, status, events) == ("POST", responses_url, "200", "18")
-    # One definition of each figure: the summary's ttft is replay.timing.ttft's.
+    # One definition of each figure: the summary's ttft is replay.inspect.timing.ttft's.
     (interaction,) = replay.Cassette.load(openai_recording.cassette).interactions
-    assert ttft == f"{replay.timing.ttft(interaction.response):.3f}"
-    assert replay.timing.ttft(interaction.response) != replay.timing.first_event(
+    assert ttft == f"{replay.inspect.timing.ttft(interaction.response):.3f}"
+    assert replay.inspect.timing.ttft(interaction.response) != replay.inspect.timing.first_event(
         interaction.response
     )
     assert 0.03 < float(ttft) < float(duration)

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 import replay
-from replay._origin import Origin, Script
 from replay.model import Chunk, Interaction, Request, Response
-from replay.store import save_interactions
+from replay.store.file import save_interactions
+from replay.testing import Origin, Script
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux signals")
 

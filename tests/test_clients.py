@@ -18,8 +18,7 @@ import pytest
 from pacing import assert_paced, due_times
 
 import replay
-from replay._origin import Origin, Script
-from replay._streams import HELLO_TEXT, responses_hello
+from replay.testing import HELLO_TEXT, Origin, Script, responses_hello
 
 CHUNKS = tuple((0.04, f"data: {n}\n\n".encode()) for n in range(5))  # 0.2 s, paced
 BODY = b"".join(data for _, data in CHUNKS)

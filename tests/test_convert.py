@@ -24,10 +24,10 @@ from vcr.serialize import deserialize
 from vcr.serializers import yamlserializer
 
 import replay
-from replay._origin import Origin, Script
-from replay.cassette import Cassette
-from replay.convert import convert, export_json, import_json
+from replay.convert.files import convert, export_json, import_json
 from replay.model import Chunk, Interaction, Request, Response, StreamEnd
+from replay.store.cassette import Cassette
+from replay.testing import Origin, Script
 
 SSE_BODY = b'event: delta\ndata: {"text":"h\xc3\xa9"}\n\ndata: [DONE]\n\n'
 ROUTES = {

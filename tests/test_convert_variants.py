@@ -20,7 +20,7 @@ import yaml
 from test_convert import run_replay
 
 import replay
-from replay.convert import convert, read_cassette
+from replay.convert.files import convert, read_cassette
 
 SSE = b'event: delta\ndata: {"text":"h\xc3\xa9"}\n\ndata: [DONE]\n\n'
 SSE_CRLF = b"data: 1\r\n\r\ndata: 2  \r\n\r\n"  # no YAML literal can hold it: quoted instead

@@ -1,4 +1,4 @@
-"""Content decoding (`replay._decoding`): every coding clients send, bounded.
+"""Content decoding (`replay.framing.decoding`): every coding clients send, bounded.
 
 gzip, deflate, br and zstd bodies (and a list of codings) decode chunk by chunk, each piece
 at its chunk's time, however finely the body was cut; a missing optional package is an
@@ -24,16 +24,16 @@ import pytest
 import zstandard
 
 import replay
-from replay import describe
-from replay._decoding import (
+from replay.framing.decoding import (
     MAX_DECODED_BYTES,
     DecodedTooLargeError,
     DecoderMissingError,
     DecodingError,
     decoded_chunks,
 )
-from replay._origin import Origin, Script
+from replay.inspect import describe
 from replay.model import Chunk, Interaction, Request, Response, StreamEnd
+from replay.testing import Origin, Script
 
 EVENTS = [f'data: {{"n": {n}, "text": "{"é" * n}"}}\n\n'.encode() for n in range(6)]
 BODY = b"".join(EVENTS)

@@ -1,4 +1,4 @@
-"""`replay._deep_json`: the standard library's JSON reading and writing, at any depth."""
+"""`replay.redact.deep_json`: the standard library's JSON reading and writing, at any depth."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from replay import _deep_json
-from replay._deep_json import _Reader
+from replay.redact import deep_json
+from replay.redact.deep_json import Reader
 
 VALUES = [
     pytest.param({}, id="empty-object"),
@@ -25,7 +25,7 @@ def test_the_explicit_stack_reads_what_json_loads_reads(
     value: object, separators: tuple[str, str]
 ) -> None:
     for text in (json.dumps(value, separators=separators), json.dumps(value, indent=2)):
-        assert _Reader(text).value() == json.loads(text)
+        assert Reader(text).value() == json.loads(text)
 
 
 @pytest.mark.parametrize("value", VALUES)
@@ -41,15 +41,15 @@ def test_the_explicit_stack_writes_what_json_dumps_writes(
         deep = [deep]
     expected = "[" * 5000 + json.dumps(value, **options) + "]" * 5000  # type: ignore[arg-type]
 
-    assert _deep_json.dumps(deep, **options) == expected  # type: ignore[arg-type]
+    assert deep_json.dumps(deep, **options) == expected  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("depth", [10, 100_000])
 def test_loads_and_dumps_go_back_and_forth_at_any_depth(depth: int) -> None:
     text = '{"a": ' * depth + '["x", 1]' + "}" * depth
 
-    assert _deep_json.dumps(_deep_json.loads(text), separators=(", ", ": ")) == text
-    assert _deep_json.dumps(_deep_json.loads(text.encode()), separators=(", ", ": ")) == text
+    assert deep_json.dumps(deep_json.loads(text), separators=(", ", ": ")) == text
+    assert deep_json.dumps(deep_json.loads(text.encode()), separators=(", ", ": ")) == text
 
 
 @pytest.mark.parametrize(
@@ -57,6 +57,6 @@ def test_loads_and_dumps_go_back_and_forth_at_any_depth(depth: int) -> None:
 )
 def test_what_is_not_json_is_a_value_error_at_any_depth(text: str) -> None:
     with pytest.raises(json.JSONDecodeError):
-        _Reader(text).value()
+        Reader(text).value()
     with pytest.raises(json.JSONDecodeError):  # (the comma: an empty text there is no item)
-        _deep_json.loads("[" * 100_000 + "0, " + text + "]" * 100_000)
+        deep_json.loads("[" * 100_000 + "0, " + text + "]" * 100_000)

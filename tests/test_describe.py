@@ -24,10 +24,10 @@ import pytest
 from commands import replay_bytes as run_replay
 
 import replay
-from replay import describe
-from replay._origin import Origin, Script
-from replay.cassette import Cassette
+from replay.inspect import describe
 from replay.model import Chunk, Interaction, Request, Response, StreamEnd
+from replay.store.cassette import Cassette
+from replay.testing import Origin, Script
 
 SSE = (("content-type", "text/event-stream"),)
 LONG = "x" * 150

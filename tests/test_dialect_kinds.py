@@ -11,8 +11,8 @@ import pytest
 from replay.dialects import ToolCall, anthropic, chat, responses
 from replay.dialects.kinds import KINDS, EventKind, event_kinds, output_tokens
 from replay.dialects.texts import event_additions, event_pieces, stream_texts
+from replay.framing.sse import Event
 from replay.model import Interaction, TimedEvent
-from replay.sse import Event
 
 TOOL = ToolCall("get_weather", {"city": "Paris"})
 

@@ -20,7 +20,6 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from sdk_errors import raises_through_anthropic
 
 import replay
-from replay import _streams
 from replay.dialects import (
     RULES,
     SEVERITIES,
@@ -32,10 +31,11 @@ from replay.dialects import (
     responses,
     validate,
 )
-from replay.dialects._common import tokenize
+from replay.dialects.common import tokenize
 from replay.errors import ConfigurationError
+from replay.framing.sse import parse
 from replay.model import Chunk, StreamEnd
-from replay.sse import parse
+from replay.testing import streams as _streams
 
 TEXT = "Hello there, how may I assist you today?"
 REASONING = "The user greets me; a short, friendly answer fits."

@@ -12,7 +12,7 @@ from commands import replay_text as run_replay
 import replay
 from replay.dialects import ToolCall, anthropic, chat, responses
 from replay.dialects.texts import stream_texts
-from replay.diff import (
+from replay.inspect.diff import (
     HIDDEN,
     CassetteDiff,
     EventChange,

@@ -36,7 +36,7 @@ from test_serve import Running, running
 
 import replay
 from replay import engine
-from replay._origin import Origin, Script
+from replay.testing import Origin, Script
 
 Kind = Literal["clean", "timeout", "cut"]
 Outcome = tuple[list[bytes], BaseException | None]

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 
 from replay import faults
-from replay._spool import SPOOL_PIECE, Spool, SpooledPayloads
-from replay.cassette import Cassette
 from replay.clock import Schedule
 from replay.engine import Data, End, Head, Player, Stepper, Tape, Wait, read_timeouts
 from replay.engine.recorder import KEPT_IN_MEMORY
 from replay.engine.stepper import STALL_TIMEOUT_MESSAGE
 from replay.errors import CassetteMismatchError
 from replay.model import Chunk, Interaction, Request, Response, StreamEnd
-from replay.redact import Redactor
-from replay.store import dumps
+from replay.redact.redactor import Redactor
+from replay.store.cassette import Cassette
+from replay.store.file import dumps
+from replay.store.spool import SPOOL_PIECE, Spool, SpooledPayloads
 
 URL = "https://api.example.test/v1/stream"
 RESPONSE = Response(

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import replay
-from replay._advice import COMMAND_ADVICE
+from replay.engine.advice import COMMAND_ADVICE
 from replay.errors import ReplayError
 
 ERRORS = [
@@ -60,7 +60,7 @@ def test_an_error_raised_in_a_pool_worker_reaches_the_caller() -> None:
 
 
 def test_advice_is_an_immutable_value() -> None:
-    from replay._advice import Advice
+    from replay.engine.advice import Advice
 
     assert Advice() == Advice()
     assert hash(Advice()) == hash(Advice())

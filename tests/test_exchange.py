@@ -9,12 +9,12 @@ import anyio
 import pytest
 
 import replay
-from replay.cassette import Cassette
 from replay.clock import Schedule, VirtualClock
 from replay.engine import LIVE, Exchange, Player, Record, Replay, Tape, route
 from replay.engine.feed import END, AsyncFeed, Failed, SyncFeed
 from replay.errors import CassetteMismatchError
 from replay.model import Chunk, Interaction, Request, Response, StreamEnd
+from replay.store.cassette import Cassette
 
 URL = "https://api.example.test/v1/stream"
 CHUNKS = [Chunk(0.2, b"data: one\n\n"), Chunk(0.5, b"data: two\n\n")]

@@ -22,13 +22,12 @@ from sdk_errors import raises_through_anthropic
 
 import replay
 from replay import Chunk, Response, VirtualClock, faults
-from replay._child import ENV_CASSETTE, ENV_FAULTS, start_from_environment
-from replay._origin import Origin, Script
-from replay._streams import anthropic_hello, responses_hello
-from replay.child import replay_command
 from replay.dialects import anthropic as anthropic_dialect
 from replay.dialects import responses
 from replay.faults import Outcome
+from replay.run.child import replay_command
+from replay.run.site import ENV_CASSETTE, ENV_FAULTS, start_from_environment
+from replay.testing import Origin, Script, anthropic_hello, responses_hello
 
 pytest_plugins = ["pytester"]
 
@@ -621,7 +620,7 @@ def test_openai_times_out_on_a_stall_longer_than_its_read_timeout(
     assert len(seen) == 3
     # On virtual time: the read gave up 5 s after the third event, in no time at all. Real
     # waits pass too, and a busy machine preempting a thread the asyncio client hops to
-    # counts as waiting (a documented limit of `replay.vtime`): 24 ms seen beside two hogs.
+    # counts as waiting (a documented limit of `replay.clock.vtime`): 24 ms seen beside two hogs.
     assert waited == pytest.approx(third_event + 5.0, abs=0.1)
 
 

@@ -20,10 +20,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import replay
-from replay import describe, diff, framing, ndjson, timing
-from replay._origin import Origin, Script
+from replay import framing
+from replay.framing import ndjson
+from replay.framing.sse import Event
+from replay.inspect import describe, diff, timing
 from replay.model import Chunk, Response, StreamEnd
-from replay.sse import Event
+from replay.testing import Origin, Script
 
 
 def ollama_line(content: str, *, done: bool = False) -> bytes:

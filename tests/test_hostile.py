@@ -22,7 +22,7 @@ import msgpack
 import pytest
 
 from replay import Interaction, Request, Response
-from replay.store import dumps
+from replay.store.file import dumps
 
 SIZE = 20_000_000
 SECONDS = 3.0
@@ -127,7 +127,7 @@ HOSTILE: dict[str, tuple[Callable[[], bytes], str]] = {
 MEASURE = textwrap.dedent(
     """
     import json, sys, time
-    from replay.store import load_interactions
+    from replay.store.file import load_interactions
     from replay.errors import CassetteFormatError
 
     def peak_kib():  # of this process image: ru_maxrss would count the parent's, pre-exec
@@ -195,7 +195,7 @@ def test_a_small_file_of_long_lists_nested_deep_is_refused_in_a_few_megabytes(
 ) -> None:
     # msgpack allocates a list's declared length before reading it (up to 10,000 slots),
     # 1,024 lists deep: some 80 MB from 60 KB, unless the lists a slice built whole may
-    # declare are bounded (`replay._load._ARRAY_MAX`).
+    # declare are bounded (`replay.store.load._ARRAY_MAX`).
     nested = (b"\xdc" + declared.to_bytes(2, "big")) * 1100
     padded = b"\x84" + document(nested, 1)[1:] + pack("extra") + pack(b"x" * 60_000)
     path = tmp_path / "nested.msgpack"

@@ -20,7 +20,7 @@ from commands import replay_text
 from test_hostile_small import vcrpy_yaml
 
 import replay
-from replay.convert import convert
+from replay.convert.files import convert
 
 OLD_VCRPY = "6.0.2"  # reads YAML with yaml.CLoader / yaml.Loader: tags build Python objects
 

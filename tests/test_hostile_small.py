@@ -24,13 +24,13 @@ import yaml
 
 import replay
 from replay import faults
-from replay._load import read_interactions
 from replay.clock import MIN_SPEED, Schedule, parse_speed
-from replay.convert import export_json, import_json, read_cassette
+from replay.convert.files import export_json, import_json, read_cassette
+from replay.dialects.synth import synthesize
 from replay.errors import CassetteFormatError, ConfigurationError
 from replay.model import MAX_SECONDS, Chunk, Chunks, Response, StreamEnd
-from replay.store import load_interactions
-from replay.synth import synthesize
+from replay.store.file import load_interactions
+from replay.store.load import read_interactions
 
 SECONDS = 20.0
 WEEK = 7 * 24 * 3600.0

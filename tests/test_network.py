@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 import replay
-from replay._child import HOOK_DIRECTORY
-from replay._origin import Origin, Script
-from replay.network import ENV_BLOCK_NETWORK, block_network, is_allowed
+from replay.adapters.network import ENV_BLOCK_NETWORK, block_network, is_allowed
+from replay.run.site import HOOK_DIRECTORY
+from replay.testing import Origin, Script
 
 pytest_plugins = ["pytester"]
 

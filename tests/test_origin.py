@@ -17,9 +17,10 @@ import httpx
 import openai
 import pytest
 
-from replay._origin import Origin, Script
-from replay._streams import (
+from replay.testing import (
     HELLO_TEXT,
+    Origin,
+    Script,
     TimedChunks,
     anthropic_hello,
     chat_hello,

@@ -15,7 +15,7 @@ def test_the_distribution_is_replay_http_and_provides_the_command_and_plugin() -
     assert DISTRIBUTION == "replay-http"
     points = {(point.group, point.name): point.value for point in distribution.entry_points}
     assert points[("console_scripts", "replay")] == "replay.cli:main"
-    assert points[("pytest11", "replay")] == "replay.pytest_plugin"
+    assert points[("pytest11", "replay")] == "replay.plugin.hooks"
     assert distribution.version == replay.__version__
 
 

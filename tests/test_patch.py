@@ -20,8 +20,8 @@ import anyio
 import pytest
 
 import replay
-from replay import patch
-from replay._origin import Origin, Script
+from replay.adapters import patch
+from replay.testing import Origin, Script
 
 TARGETS = [
     pytest.param(module, cls, method, id=f"{module}.{cls}.{method}")
@@ -326,7 +326,8 @@ with replay.use_cassette(sys.argv[1], record_mode="none"):
     assert "concurrent.futures.thread" not in sys.modules, "the executor imported eagerly"
     from concurrent.futures import ThreadPoolExecutor
 
-    assert ThreadPoolExecutor.submit.__module__ == "replay.patch", "the executor not patched"
+    patched = ThreadPoolExecutor.submit.__module__ == "replay.adapters.patch"
+    assert patched, "the executor not patched"
     assert "aiohttp" not in sys.modules and "requests" not in sys.modules, "imported eagerly"
     assert "httpx2" not in sys.modules, "httpx2 imported eagerly"
     import aiohttp

@@ -1,5 +1,5 @@
-"""Replay transports (replay.playback): the recorded bytes, on the recorded schedule, ending as
-recorded, through httpx and httpx2 clients, sync and async (asyncio and trio).
+"""Replay transports (replay.adapters.playback): the recorded bytes, on the recorded schedule,
+ending as recorded, through httpx and httpx2 clients, sync and async (asyncio and trio).
 
 Exact timing is checked on a VirtualClock: the client stamps each chunk with the clock the
 transport sleeps on, so a chunk due at `at / speed` must arrive at exactly that reading.
@@ -443,7 +443,7 @@ def test_an_async_instant_body_let_go_half_read_leaves_nothing_to_finalize(
         warnings.simplefilter("always")
         assert anyio.run(read_one, backend=backend) == [b"data: 0\n\n"]
     # (Only replay's: the collection may finalize what earlier tests of the process left.)
-    assert [str(w.message) for w in caught if "replay.playback" in str(w.message)] == []
+    assert [str(w.message) for w in caught if "replay.adapters.playback" in str(w.message)] == []
 
 
 @ABANDONED_HTTPX_GENERATORS

@@ -15,8 +15,8 @@ import pytest
 from test_serve import run_replay, running
 
 import replay
-from replay._origin import Origin, Script
-from replay.store import dumps
+from replay.store.file import dumps
+from replay.testing import Origin, Script
 
 EVENT = b"data: one\n\n"
 QUICK = Script(chunks=[(0.0, EVENT), (0.01, EVENT)])

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 import replay
-from replay._origin import Origin, Script
-from replay._pytest_run import _selector
-from replay._streams import responses_hello
+from replay.plugin.run import selector
+from replay.testing import Origin, Script, responses_hello
 
 pytest_plugins = ["pytester"]
 
@@ -229,16 +228,16 @@ def test_a_key_in_a_parametrize_id_is_hashed_in_file_name_and_summary(
 
 
 @pytest.mark.parametrize(
-    ("nodeid", "selector"),
+    ("nodeid", "expected"),
     [
         (f"t/test_x.py::TestA::test_b[{ID_KEY}-1]", "t/test_x.py::TestA::test_b"),
         ("t/test_x.py::test_b[plain-1]", "t/test_x.py::test_b[plain-1]"),
     ],
 )
 def test_the_record_command_of_a_keyed_test_selects_its_function(
-    nodeid: str, selector: str
+    nodeid: str, expected: str
 ) -> None:
-    assert _selector(nodeid) == selector
+    assert selector(nodeid) == expected
 
 
 @pytest.mark.parametrize("how", ["option", "ini"])
@@ -591,7 +590,7 @@ BOTH = (
         pytest.param({}, (), id="both-autoloaded"),
         pytest.param(
             {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
-            ("-p", "pytest_recording.plugin", "-p", "replay.pytest_plugin"),
+            ("-p", "pytest_recording.plugin", "-p", "replay.plugin.hooks"),
             id="pytest-recording-first",
         ),
     ],
@@ -694,17 +693,18 @@ def test_the_plugin_loads_none_of_the_library_in_a_run_that_uses_no_cassette(
         """
         import sys, time
         def pytest_collection_finish(session):
-            heavy = ("httpx", "httpx2", "asyncio", "anyio", "attrs", "msgpack", "replay.session")
+            heavy = ("httpx", "httpx2", "asyncio", "anyio", "attrs", "msgpack")
+            heavy += ("replay.session.lifecycle",)
             print("loaded:", sorted(name for name in heavy if name in sys.modules))
         """
     )
     pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "replay.pytest_plugin", "--co", timeout=120)
+    result = pytester.runpytest_subprocess("-p", "replay.plugin.hooks", "--co", timeout=120)
     result.stdout.fnmatch_lines(["loaded: []"])
     # The import itself, timed in a fresh interpreter with pytest already loaded: ~3 ms on
     # a quiet machine. CPU time, which a busy machine does not stretch as it does the wall
     # clock; the bound is generous.
-    timing = "import pytest, time; t = time.process_time(); import replay.pytest_plugin; "
+    timing = "import pytest, time; t = time.process_time(); import replay.plugin.hooks; "
     timing += "print(time.process_time() - t)"
     seconds = float(pytester.run(sys.executable, "-c", timing).outlines[-1])
     assert seconds < 0.1
@@ -721,8 +721,8 @@ def test_the_library_is_imported_as_any_module_not_rewritten_by_pytest(
     pytester.makepyfile(
         test_loader="""
         def test_loader():
-            import replay.session
-            print("loader:", type(replay.session.__spec__.loader).__name__)
+            import replay.session.lifecycle
+            print("loader:", type(replay.session.lifecycle.__spec__.loader).__name__)
             assert 1 == 2, "rewritten"
         """
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from replay._pytest_summary import SessionLog, SessionRecord
+from replay.plugin.summary import SessionLog, SessionRecord
 
 
 def _log(*records: SessionRecord) -> SessionLog:

@@ -4,7 +4,7 @@ Every fenced block of README.md is either run here or listed in `NOT_RUN` with t
 a block that is neither fails `test_every_block_is_run_or_listed`. A block is named by the
 heading it sits under (up to a colon) and its place there: "In pytest #1".
 
-How they run, as a user would run them, against the local origin (`replay._origin`) that the
+How they run, as a user would run them, against the local origin (`replay.testing.origin`) that the
 SDKs reach through their documented variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, with
 dummy keys), so that the README's code stays exactly what a user copies:
 
@@ -36,8 +36,8 @@ import attrs
 import pytest
 
 import replay
-from replay._origin import Origin
-from replay.network import LOOPBACK
+from replay.adapters.network import LOOPBACK
+from replay.testing import Origin
 
 pytest_plugins = ["pytester"]
 

@@ -1,4 +1,4 @@
-"""Recording transports (replay.record) against a real streaming origin on 127.0.0.1.
+"""Recording transports (replay.adapters.record) against a real streaming origin on 127.0.0.1.
 
 What the client sees must be what it would see live (status, headers, every chunk as it
 arrives, the same error after the same bytes), and what is recorded must be what the origin
@@ -31,11 +31,12 @@ from flavours import ABANDONED_HTTPX_GENERATORS, FLAVOURS, HTTPX_FLAVOURS, LIBRA
 from pacing import LATE, assert_paced, due_times
 
 import replay
-from replay import Cassette, Interaction, _reader
-from replay._origin import Origin, Script
+from replay import Cassette, Interaction
+from replay.adapters import reader as _reader
+from replay.adapters.record import record_sync
 from replay.clock import MonotonicClock
 from replay.engine import Tape
-from replay.record import record_sync
+from replay.testing import Origin, Script
 
 # SSE chunks cutting an event line in two and "é" (b"\xc3\xa9") between its two bytes.
 CUT_CHUNKS = (

@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 import replay
-from replay._origin import Origin, Script
-from replay.network import block_network
-from replay.redact import PLACEHOLDER, Redactor
+from replay.adapters.network import block_network
+from replay.redact.redactor import PLACEHOLDER, Redactor
+from replay.testing import Origin, Script
 
 URL_PATH = "/v1/responses"
 SET_COOKIE = "session=sc-secret-from-the-server; Path=/; HttpOnly"

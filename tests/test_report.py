@@ -21,15 +21,16 @@ import attrs
 import pytest
 from commands import replay_bytes as run_replay
 
-from replay import faults, framing, timing
-from replay._report_svg import BIN_PX, LEFT, MAX_MARKS, PLOT
-from replay.cassette import Cassette
+from replay import faults, framing
 from replay.dialects import chat, responses
 from replay.dialects.kinds import event_kinds
+from replay.dialects.synth import synthesize
 from replay.errors import ConfigurationError
+from replay.inspect import timing
+from replay.inspect.report import report
+from replay.inspect.report_svg import BIN_PX, LEFT, MAX_MARKS, PLOT
 from replay.model import Chunk, Interaction, Request, Response, StreamEnd
-from replay.report import report
-from replay.synth import synthesize
+from replay.store.cassette import Cassette
 
 SAMPLES = sorted((Path(__file__).parents[1] / "cassettes").glob("*.msgpack"))
 _VOID = {"meta", "br", "img", "input", "link", "hr", "wbr"}

@@ -22,8 +22,8 @@ from pacing import LATE, assert_paced, due_times
 
 import replay
 from replay import faults
-from replay._origin import Origin, Script
-from replay.vtime import RealClock
+from replay.clock.vtime import RealClock
+from replay.testing import Origin, Script
 
 EVENTS = (b"data: one\n\n", b"data: two\n\n", b"data: three\n\n")
 GAP = 0.03  # seconds between scripted chunks

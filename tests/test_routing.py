@@ -28,9 +28,9 @@ import openai
 import pytest
 
 import replay
-from replay import _reader, patch
-from replay._origin import Origin, Script
-from replay._streams import HELLO_TEXT, responses_hello
+from replay.adapters import patch
+from replay.adapters import reader as _reader
+from replay.testing import HELLO_TEXT, Origin, Script, responses_hello
 
 KEY = "sk-test-key"
 TIMEOUT = 5.0  # how long any wait on another thread or coroutine may take before the test fails

@@ -24,10 +24,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from replay import Cassette, Interaction, Request, Response
-from replay._diff_text import MAX_RUNS, RUN_EVENTS, TEXT_WIDTH
-from replay._report_svg import LEFT, PLOT, Scale, axis
 from replay.dialects import chat
-from replay.diff import diff, format_diff
+from replay.inspect.diff import diff, format_diff
+from replay.inspect.diff_text import MAX_RUNS, RUN_EVENTS, TEXT_WIDTH
+from replay.inspect.report_svg import LEFT, PLOT, Scale, axis
 from replay.model import Chunks
 
 TINY = b"data: x\n\n"

@@ -22,8 +22,7 @@ import openai
 import pytest
 
 import replay
-from replay._origin import Origin, Script
-from replay._streams import HELLO_TEXT, anthropic_hello, chat_hello, responses_hello
+from replay.testing import HELLO_TEXT, Origin, Script, anthropic_hello, chat_hello, responses_hello
 
 FAST = 0.01  # the realistic streams at 1/100 of their delays: ~10 ms each
 KEY = "sk-test-key"

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from replay import _secret_shapes
-from replay._secret_shapes import (
+from replay.redact import shapes as _secret_shapes
+from replay.redact.shapes import (
     ALLOWED_NAMES,
     HEADER_SHAPES,
     MAY_HOLD_KEY,

@@ -24,8 +24,8 @@ import httpx
 import pytest
 
 import replay
-from replay._child_report import summary_lines
-from replay._origin import Origin, Script
+from replay.run.report import summary_lines
+from replay.testing import Origin, Script
 
 # -- the forms ------------------------------------------------------------------------------
 

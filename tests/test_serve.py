@@ -23,10 +23,9 @@ import pytest
 from pacing import assert_paced
 
 import replay
-import replay.proxy
-from replay._origin import Origin, Script
-from replay._streams import HELLO_TEXT, responses_hello
-from replay.sse import parse
+import replay.server.proxy
+from replay.framing.sse import parse
+from replay.testing import HELLO_TEXT, Origin, Script, responses_hello
 
 KEY = "sk-serve-test-secret"
 DROP = Script(chunks=[(0.0, b"data: one\n\n")], end="drop")
@@ -607,11 +606,13 @@ def test_a_404_names_neither_the_cassettes_place_nor_a_recorded_body(tmp_path: P
 def test_the_proxy_keeps_its_targets_host_whatever_the_request_target(
     request_target: str, path: str
 ) -> None:
-    assert replay.proxy.upstream_url("http://127.0.0.1:5000/base", request_target).host == (
+    assert replay.server.proxy.upstream_url("http://127.0.0.1:5000/base", request_target).host == (
         "127.0.0.1"
     )
-    assert replay.proxy.upstream_url("http://127.0.0.1:5000/base", request_target).port == 5000
-    assert replay.proxy.upstream_url("http://127.0.0.1:5000", request_target).path == path
+    assert (
+        replay.server.proxy.upstream_url("http://127.0.0.1:5000/base", request_target).port == 5000
+    )
+    assert replay.server.proxy.upstream_url("http://127.0.0.1:5000", request_target).path == path
 
 
 def test_the_proxy_sends_a_lookalike_request_target_to_its_target_as_a_path(

@@ -289,7 +289,7 @@ def test_a_request_timeout_that_is_not_a_time_is_one_line(tmp_path: Path) -> Non
 #: served by the runner `serve` and `proxy` share, in a process of its own.
 FAILING = textwrap.dedent(
     """
-    from replay._asgi import InFlight, listen, run, stderr
+    from replay.server.asgi import InFlight, listen, run, stderr
 
     class Failing:
         in_flight = InFlight()

@@ -18,8 +18,8 @@ import httpx2
 import pytest
 
 import replay
-from replay._origin import Origin, Script
-from replay.store import dumps
+from replay.store.file import dumps
+from replay.testing import Origin, Script
 
 TRANSPORT_METHODS = [
     (module, cls, method)

@@ -1,4 +1,4 @@
-"""What a recording session has finished survives its process being killed (`replay._journal`).
+"""What a recording session has finished survives its process being killed (`replay.store.journal`).
 
 A real subprocess records from a real local origin inside `use_cassette` and is SIGKILLed
 while a stream is mid-way; the next session, `replay show` and `replay record` see what it
@@ -21,9 +21,9 @@ import httpx
 import pytest
 
 from replay import use_cassette
-from replay._journal import DURABLE_AFTER
-from replay._origin import Origin, Script
-from replay.store import load_interactions
+from replay.store.file import load_interactions
+from replay.store.journal import DURABLE_AFTER
+from replay.testing import Origin, Script
 from tests.commands import replay_text
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the parts' locks are flock's")
@@ -39,7 +39,7 @@ CHILD = textwrap.dedent(
     import os, sys, time
     import httpx
     from replay import use_cassette
-    from replay._journal import DURABLE_AFTER
+    from replay.store.journal import DURABLE_AFTER
 
     cassette, url, fd = sys.argv[1], sys.argv[2], int(sys.argv[3])
     headers = {"Authorization": sys.argv[5]}
@@ -173,7 +173,7 @@ RECORD_THEN_WAIT = textwrap.dedent(
     """
     import os, sys, time
     import httpx
-    from replay._journal import DURABLE_AFTER
+    from replay.store.journal import DURABLE_AFTER
 
     httpx.get(sys.argv[1] + "/short", params={"n": "0"})
     time.sleep(DURABLE_AFTER)
@@ -220,7 +220,7 @@ KILLED_WITH_MATCHERS = textwrap.dedent(
     import os, signal, sys, time
     import httpx
     from replay import use_cassette
-    from replay._journal import DURABLE_AFTER
+    from replay.store.journal import DURABLE_AFTER
 
     cassette, url = sys.argv[1], sys.argv[2]
     with use_cassette(cassette, record_mode="all", match_on=("method", "path")):

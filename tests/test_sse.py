@@ -1,4 +1,5 @@
-"""Specification of `replay.sse`: the WHATWG "event stream interpretation", fed incrementally.
+"""Specification of `replay.framing.sse`: the WHATWG "event stream interpretation", fed
+incrementally.
 
 Every spec vector is checked fed whole, split in two at every byte index, and byte by byte;
 each event must come out of the very feed() whose chunk holds the byte completing it (the
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.sse import Event, SSEParser, parse
+from replay.framing.sse import Event, SSEParser, parse
 
 BOM = b"\xef\xbb\xbf"
 

@@ -1,4 +1,4 @@
-"""Specification of `replay.store`: the cassette file format, version 1.
+"""Specification of `replay.store.file`: the cassette file format, version 1.
 
 A cassette saved and loaded again is the same cassette, byte for byte in its bodies. Any file
 that is not a complete, well-formed cassette of a version this replay reads — empty,
@@ -29,9 +29,7 @@ from hypothesis import strategies as st
 
 import replay
 from replay import Cassette, CassetteFormatError, Chunk, Interaction, Request, Response, StreamEnd
-from replay._load import LoadError, read_interactions, read_mapped
-from replay._spool import SpooledPayloads
-from replay.store import (
+from replay.store.file import (
     FORMAT_NAME,
     FORMAT_VERSION,
     dumps,
@@ -39,6 +37,8 @@ from replay.store import (
     load_interactions,
     save_interactions,
 )
+from replay.store.load import LoadError, read_interactions, read_mapped
+from replay.store.spool import SpooledPayloads
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -959,7 +959,7 @@ SAVER = textwrap.dedent(
     """
     import sys
     from replay.model import Chunk, Interaction, Request, Response
-    from replay.store import save_interactions
+    from replay.store.file import save_interactions
 
     path, generation = sys.argv[1], int(sys.argv[2])
     chunks = [Chunk(i / 1000, b"data: %d %s\\n\\n" % (i, b"x" * 150)) for i in range(20_000)]
@@ -1089,7 +1089,7 @@ def test_file_lock_is_released_when_the_body_raises(cassette_path: Path) -> None
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from replay.store import file_lock
+    from replay.store.file import file_lock
 
     with file_lock(sys.argv[1]):
         print("locked", flush=True)
@@ -1122,7 +1122,7 @@ COUNTER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from replay.store import file_lock
+    from replay.store.file import file_lock
 
     path = Path(sys.argv[1])
     print("ready", flush=True)

@@ -25,9 +25,8 @@ import pytest
 
 import replay
 from replay import Cassette, CassetteWriteError, Chunk, Interaction, Request, Response
-from replay._origin import Origin, Script
-from replay._streams import responses_hello
-from replay.store import file_lock, load_interactions, merge, save_interactions
+from replay.store.file import file_lock, load_interactions, merge, save_interactions
+from replay.testing import Origin, Script, responses_hello
 
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -174,7 +173,7 @@ SAVE = textwrap.dedent(
     import json, sys
     from replay.errors import CassetteWriteError
     from replay.model import Chunk, Interaction, Request, Response
-    from replay.store import save_interactions
+    from replay.store.file import save_interactions
 
     big = Response(status=200, chunks=[Chunk(0.1, b"x" * 100_000)])
     try:
@@ -347,7 +346,7 @@ MEASURED = """
     import gc, json, sys
     import httpx
     import replay
-    from replay._origin import Origin, Script
+    from replay.testing import Origin, Script
 
     def kib(field):
         with open("/proc/self/status") as status:

@@ -11,8 +11,8 @@ from commands import replay_text as run_replay
 
 import replay
 from replay.dialects import ToolCall, validate
+from replay.dialects.synth import DIALECTS, FAILURES, append, synthesize, tool_call
 from replay.dialects.texts import stream_texts
-from replay.synth import DIALECTS, FAILURES, append, synthesize, tool_call
 
 TOOL = ToolCall("get_weather", {"city": "Paris"})
 

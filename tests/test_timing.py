@@ -1,4 +1,4 @@
-"""Timing helpers (replay.timing) on recorded and faulted streams of every dialect."""
+"""Timing helpers (replay.inspect.timing) on recorded and faulted streams of every dialect."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytest
 from pacing import LATE
 
 import replay
-from replay import Chunk, Response, StreamEnd, faults, timing
-from replay._origin import Origin, Script
-from replay._streams import chat_hello
+from replay import Chunk, Response, StreamEnd, faults
 from replay.dialects import anthropic, chat, responses
+from replay.inspect import timing
 from replay.model import Chunks
+from replay.testing import Origin, Script, chat_hello
 
 BUILDERS: dict[str, Callable[..., replay.Interaction]] = {
     "responses": responses.stream,

@@ -1,4 +1,4 @@
-"""Specification of `replay._validate.quick`: the loader's fast path.
+"""Specification of `replay.store.validate.quick`: the loader's fast path.
 
 `quick` checks a built interaction inline and makes the model objects without running their
 validators again. It must accept exactly what the model's constructors accept, and make the
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from replay._validate import Floats, quick
 from replay.model import MAX_SECONDS, STOPPERS, Chunks, Interaction, Request, Response, StreamEnd
+from replay.store.validate import Floats, quick
 
 
 def document(**changes: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Virtual time (replay.vtime, `speed="virtual"`): replay skips its waits, and the clocks the
+"""Virtual time (replay.clock.vtime, `speed="virtual"`): replay skips its waits, and the clocks the
 client reads move by exactly the recorded gaps — checked with the real SDKs, sync and
 asyncio, on 30-second streams that replay in milliseconds. The limits the module documents
 are checked too, so that the documentation stays true."""
@@ -23,11 +23,13 @@ import trio
 from pacing import LATE
 
 import replay
-from replay import faults, timing, vtime
-from replay._origin import Origin, Script
-from replay.child import replay_command
+from replay import faults
+from replay.clock import vtime
 from replay.dialects import anthropic as anthropic_dialect
 from replay.dialects import responses
+from replay.inspect import timing
+from replay.run.child import replay_command
+from replay.testing import Origin, Script
 
 # The real clocks, bound before any test patches `time`.
 REAL_MONOTONIC = time.monotonic

@@ -37,13 +37,13 @@ import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from replay import _routes
-from replay._decoding import Inflater
+from replay.adapters import routes as _routes
 from replay.adapters.aiohttp_record import record, unchecked
 from replay.engine.ends import EndKind, error_kind
 from replay.engine.exchange import Desk, Live, Record, route
 from replay.engine.playing import Playing
 from replay.errors import hide_for_replay_errors
+from replay.framing.decoding import Inflater
 from replay.model import Request, Response
 
 __all__ = ["patches"]

@@ -1,12 +1,12 @@
 """The httpx / httpx2 shell of a cassette session: what a patched transport's request does.
 
-`replay.patch` patches the request methods of every httpx and httpx2 transport class and
+`replay.adapters.patch` patches the request methods of every httpx and httpx2 transport class and
 hands each request, with the real send, to the session of its context, which calls here.
 The engine's exchange decides its life (`replay.engine.exchange`): a request to an ignored
 host goes live as it is; otherwise it is replayed (`play_sync` / `play_async`, below: the
 engine's `Playing` body as a response of the request's own library, its recorded end raised
-as that library's exception), recorded (through `replay.record`), or refused. The replay
-transports (`replay.playback`) come here too, as a desk that replays every request.
+as that library's exception), recorded (through `replay.adapters.record`), or refused. The replay
+transports (`replay.adapters.playback`) come here too, as a desk that replays every request.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from replay._httpmod import async_stream, error_class, module_of, sync_stream
-from replay._routes import AsyncSend, Send
+from replay.adapters.httpmod import async_stream, error_class, module_of, sync_stream
 from replay.adapters.httpx_capture import request_from_httpx
+from replay.adapters.routes import AsyncSend, Send
 from replay.engine.exchange import Desk, Live, Replay, route
 from replay.engine.playing import Fail, Playing
 from replay.errors import hide_for_replay_errors
@@ -35,7 +35,7 @@ def handle(session: Desk, request: Any, send: Send) -> Any:
     decided = way.decide(request_from_httpx(request))
     if isinstance(decided, Replay):
         return play_sync(request, decided)
-    from replay.record import recorded_sync  # (with asyncio: a replay never needs it)
+    from replay.adapters.record import recorded_sync  # (with asyncio: a replay never needs it)
 
     return recorded_sync(request, send, decided)
 
@@ -50,7 +50,7 @@ async def ahandle(session: Desk, request: Any, send: AsyncSend) -> Any:
     decided = way.decide(request_from_httpx(request))
     if isinstance(decided, Replay):
         return await play_async(request, decided)
-    from replay.record import recorded_async
+    from replay.adapters.record import recorded_async
 
     return await recorded_async(request, send, decided)
 

@@ -3,15 +3,15 @@
 On the replay's hot path: the request's URL text and decoded headers are looked up by the
 parts httpx keeps (private attributes, read where present: any other request is formatted
 and decoded as it is), and the `Request` is made past its validators
-(`replay._prechecked`): httpx made its values valid.
+(`replay.store.prechecked`): httpx made its values valid.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from replay._prechecked import request_of
 from replay.model import Headers, Request
+from replay.store.prechecked import request_of
 
 __all__ = ["request_from_httpx"]
 

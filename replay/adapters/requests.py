@@ -9,7 +9,7 @@ end raised as urllib3 raises it (`ProtocolError`, which requests turns into
 `ChunkedEncodingError`; `ReadTimeoutError`).
 
 Replaying, the body is the engine's (`replay.engine.playing`). Recording, the real send
-streams and a `replay._reader.ThreadReader` reads the still-encoded body as it arrives (each
+streams and a `replay.adapters.reader.ThreadReader` reads the still-encoded body as it arrives (each
 HTTP chunk whole), stamping it; the client's `raw` takes what the thread queued. Errors are
 recorded under httpx's names (the cassette's vocabulary: `replay.engine.ends`); the client
 gets urllib3's.
@@ -28,13 +28,13 @@ from typing import Any
 from urllib3._collections import HTTPHeaderDict  # (urllib3 1.x has it there too)
 from urllib3.exceptions import DecodeError, ProtocolError, ReadTimeoutError
 
-from replay import _routes
-from replay._decoding import Inflater
-from replay._reader import ThreadReader
+from replay.adapters import routes
+from replay.adapters.reader import ThreadReader
 from replay.engine.ends import EndKind, error_kind
 from replay.engine.exchange import Exchange, Record, Replay, route
 from replay.engine.feed import SyncFeed
 from replay.errors import hide_for_replay_errors
+from replay.framing.decoding import Inflater
 from replay.model import Request
 
 __all__ = ["patches"]
@@ -57,7 +57,7 @@ def patches() -> list[tuple[type, str, Any]]:
         self: Any, request: Any, stream: bool = False, timeout: Any = None, *args: Any, **kw: Any
     ) -> Any:
         __tracebackhide__ = hide_for_replay_errors
-        session = _routes.routed()
+        session = routes.routed()
         way = None if session is None else route(session, request.url or "")
         if not isinstance(way, Exchange):  # no session, or an ignored host: live
             return original(self, request, stream, timeout, *args, **kw)
@@ -270,7 +270,7 @@ class _Raw:
 def _record(record: Record, send: Callable[[], Any]) -> Any:
     """Send for real (streaming) and hand back the response, its body recorded as it comes."""
     recording = record.recording
-    with _routes.bypassed():
+    with routes.bypassed():
         response = record.sent(send)
     upstream = response.raw
     headers = list(upstream.headers.iteritems())
@@ -317,7 +317,7 @@ class _Upstream:
 
 
 class _Socket:
-    """What `replay._httpmod.interrupt` asks a network stream for: its socket."""
+    """What `replay.adapters.httpmod.interrupt` asks a network stream for: its socket."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock

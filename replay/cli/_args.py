@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
-    from replay.cassette import Cassette
+    from replay.store.cassette import Cassette
 
 __all__ = [
     "Command",
@@ -103,8 +103,8 @@ def load_cassette(path: Path) -> Cassette:
     Raises:
         CassetteFormatError: `path` is not a replay cassette.
     """
-    from replay.cassette import Cassette
     from replay.errors import CassetteFormatError
+    from replay.store.cassette import Cassette
 
     try:
         return Cassette.load(path)

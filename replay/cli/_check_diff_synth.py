@@ -63,7 +63,7 @@ def _add_diff(verbs: Verbs) -> None:
 
 
 def _add_synth(verbs: Verbs) -> None:
-    from replay.synth import DIALECTS, FAILURES
+    from replay.dialects.synth import DIALECTS, FAILURES
 
     failures = "; ".join(f"{name}: {', '.join(FAILURES[name])}" for name in DIALECTS)
     synth = verb(
@@ -100,7 +100,7 @@ def _add_synth(verbs: Verbs) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from replay.check import check_files
+    from replay.inspect.check import check_files
 
     result = check_files(args.cassettes)
     sys.stdout.buffer.write(result.report(verbose=args.verbose).encode("utf-8"))
@@ -109,7 +109,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from replay.diff import VOLATILE_FIELDS, diff_files, format_diff
+    from replay.inspect.diff import VOLATILE_FIELDS, diff_files, format_diff
 
     result = diff_files(args.a, args.b, ignore_fields=() if args.exact else VOLATILE_FIELDS)
     sys.stdout.buffer.write(format_diff(result, str(args.a), str(args.b)).encode("utf-8"))
@@ -118,7 +118,7 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from replay import synth
+    from replay.dialects import synth
 
     interaction = synth.synthesize(
         args.dialect,

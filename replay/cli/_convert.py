@@ -29,7 +29,7 @@ def add_verbs(verbs: Verbs) -> None:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from replay.convert import convert
+    from replay.convert.files import convert
     from replay.errors import ConfigurationError
 
     try:

@@ -26,7 +26,7 @@ def add_verbs(verbs: Verbs) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from replay.demo import format_report, run_demo
+    from replay.testing.demo import format_report, run_demo
 
     runs = run_demo(args.cassette, progress=lambda message: print(message, file=sys.stderr))
     print(format_report(runs))

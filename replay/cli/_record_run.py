@@ -67,7 +67,7 @@ def add_verbs(verbs: Verbs) -> None:
 
 
 def _record(args: argparse.Namespace) -> int:
-    from replay.child import record_command
+    from replay.run.child import record_command
 
     return record_command(
         args.out,
@@ -79,7 +79,7 @@ def _record(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from replay.child import replay_command
+    from replay.run.child import replay_command
 
     return replay_command(
         args.cassette,

@@ -40,7 +40,7 @@ def add_verbs(verbs: Verbs) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from replay.report import report
+    from replay.inspect.report import report
 
     a = load_cassette(args.cassette)
     b = None if args.cassette_b is None else load_cassette(args.cassette_b)

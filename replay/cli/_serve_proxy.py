@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from replay._guard import REQUEST_TIMEOUT
 from replay.cli._args import Command, Verbs, add_fault_option, verb
+from replay.server.guard import REQUEST_TIMEOUT
 
 __all__ = ["COMMANDS", "add_verbs"]
 
@@ -72,7 +72,7 @@ def _add_timeout_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from replay.serve import serve
+    from replay.server.serve import serve
 
     serve(
         args.cassette,
@@ -87,7 +87,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _proxy(args: argparse.Namespace) -> int:
-    from replay.proxy import proxy
+    from replay.server.proxy import proxy
 
     proxy(
         args.target,

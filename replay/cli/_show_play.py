@@ -70,9 +70,9 @@ def _width(value: str) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from replay import describe
-    from replay._child._parts import left_behind
-    from replay.cassette import Cassette
+    from replay.inspect import describe
+    from replay.run.site.parts import left_behind
+    from replay.store.cassette import Cassette
 
     extra, note = left_behind(args.cassette)  # what a killed session left beside it
     if extra:
@@ -100,7 +100,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _play(args: argparse.Namespace) -> int:
-    from replay import describe
+    from replay.inspect import describe
 
     cassette = load_cassette(args.cassette)
     out = sys.stdout.buffer

@@ -5,7 +5,7 @@
     replay.dialects.responses.stream("Hi there")   # a synthetic Interaction, validated
 
 A stream is raw body bytes, an `Interaction`, a `Response`, or a sequence of events
-(`replay.sse.Event` or `TimedEvent`). Rule names are `<dialect>.<rule>` or `stream.<rule>`
+(`replay.framing.sse.Event` or `TimedEvent`). Rule names are `<dialect>.<rule>` or `stream.<rule>`
 and stable; `RULES` lists them all, `SEVERITIES` says how much breaking each matters
 (`error`, `warning`, `note`). The validators know real providers: what a provider
 documents (an Azure content-filter preamble, re-encrypted reasoning, a stream recorded
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from replay.dialects import anthropic, chat, responses
-from replay.dialects._common import (
+from replay.dialects.common import (
     EventLike,
     StreamLike,
     ToolCall,
@@ -27,7 +27,7 @@ from replay.dialects._common import (
     read,
     without_truncation,
 )
-from replay.dialects._rules import RULES, SEVERITIES, Severity
+from replay.dialects.rules import RULES, SEVERITIES, Severity
 from replay.errors import ConfigurationError
 
 __all__ = [

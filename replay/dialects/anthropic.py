@@ -14,8 +14,7 @@ from typing import Literal
 
 import attrs
 
-from replay import _deep_json
-from replay.dialects._common import (
+from replay.dialects.common import (
     EventLike,
     Report,
     Step,
@@ -33,6 +32,7 @@ from replay.dialects._common import (
     truncate,
 )
 from replay.model import Interaction, Request
+from replay.redact import deep_json
 
 __all__ = ["FAILURES", "MODEL", "URL", "check", "stream"]
 
@@ -144,7 +144,7 @@ class _Walker:
         joined = "".join(block.json)
         try:
             if joined:
-                _deep_json.loads(joined)
+                deep_json.loads(joined)
         except ValueError:
             self.report.add("partial-json", f"block {number!r} input {joined!r} is not JSON", index)
 

@@ -22,8 +22,7 @@ from typing import Literal
 
 import attrs
 
-from replay import _deep_json
-from replay.dialects._common import (
+from replay.dialects.common import (
     CREATED,
     EventLike,
     Report,
@@ -43,6 +42,7 @@ from replay.dialects._common import (
     truncate,
 )
 from replay.model import Interaction
+from replay.redact import deep_json
 
 __all__ = ["FAILURES", "MODEL", "URL", "check", "stream"]
 
@@ -147,7 +147,7 @@ class _Walker:
             state.finished = True
             for tool, pieces in state.tools.items():
                 try:
-                    _deep_json.loads("".join(pieces))
+                    deep_json.loads("".join(pieces))
                 except ValueError:
                     message = f"tool call {tool!r} arguments {''.join(pieces)!r} are not JSON"
                     self.report.add("tool-arguments-json", message, index)

@@ -6,8 +6,8 @@
 
 An event's `type` is what its stream calls it: the SSE `event:` name, else the `type` of its
 JSON data (the `object` of a Chat Completions chunk, `[DONE]`), else the NDJSON line's name
-(`replay.ndjson.event_name`). Its `kind` groups the types of every dialect in a few families,
-for people to tell apart at a glance (`replay report` colours them): a delta of `text`, of
+(`replay.framing.ndjson.event_name`). Its `kind` groups the types of every dialect in a few
+families, for people to tell apart at a glance (`replay report` colours them): a delta of `text`, of
 `reasoning`, or of a tool call's arguments (`tool`), as `replay.dialects.texts` reads them;
 an `item` (the Responses API's output items and content parts, Anthropic's content blocks);
 an `error`; the `terminal` event; `other` for the rest (lifecycle, usage, pings).
@@ -20,9 +20,9 @@ from typing import Literal
 
 import attrs
 
-from replay import _deep_json
-from replay.dialects._common import EventLike
+from replay.dialects.common import EventLike
 from replay.dialects.texts import additions_and_payloads
+from replay.redact import deep_json
 
 __all__ = ["KINDS", "EventKind", "Kind", "event_kinds", "output_tokens"]
 
@@ -85,7 +85,7 @@ def _payload(data: str) -> Mapping[str, object]:
     if not data.startswith("{"):
         return {}
     try:
-        value = _deep_json.loads(data)
+        value = deep_json.loads(data)
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}

@@ -19,8 +19,7 @@ from typing import Literal
 
 import attrs
 
-from replay import _deep_json
-from replay.dialects._common import (
+from replay.dialects.common import (
     EventLike,
     Report,
     Step,
@@ -35,8 +34,9 @@ from replay.dialects._common import (
     tokenize,
     truncate,
 )
-from replay.dialects._responses_shapes import Shapes, encode, usage_of
+from replay.dialects.responses_shapes import Shapes, encode, usage_of
 from replay.model import Interaction
+from replay.redact import deep_json
 
 __all__ = ["FAILURES", "MODEL", "URL", "check", "stream"]
 
@@ -280,7 +280,7 @@ class _Walker:
 
     def json_arguments(self, index: int, arguments: object) -> None:
         try:
-            _deep_json.loads(str(arguments))
+            deep_json.loads(str(arguments))
         except ValueError:
             self.report.add("arguments-json", f"arguments {arguments!r} are not JSON", index)
 

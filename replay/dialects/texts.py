@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from replay.dialects import detect
-from replay.dialects._common import StreamLike, json_object, read
+from replay.dialects.common import StreamLike, json_object, read
 
 __all__ = ["additions_and_payloads", "event_additions", "event_pieces", "stream_texts"]
 

@@ -34,8 +34,8 @@ T = TypeVar("T")
 
 
 class Desk(Protocol):
-    """What the exchange asks of a cassette session (`replay.session.CassetteSession`), or of
-    a replay transport (`replay.playback`), which replays every request."""
+    """What the exchange asks of a cassette session (`replay.session.lifecycle.CassetteSession`),
+    or of a replay transport (`replay.adapters.playback`), which replays every request."""
 
     #: The clock replays wait on.
     clock: Clock

@@ -1,7 +1,7 @@
 """What a recording's reader hands its client, and the client's side of it: one of each.
 
-A body being recorded is read by a reader (`replay._reader.ThreadReader`, in a worker
-thread; `replay.record`'s task on the client's loop), which notes each chunk on the
+A body being recorded is read by a reader (`replay.adapters.reader.ThreadReader`, in a worker
+thread; `replay.adapters.record`'s task on the client's loop), which notes each chunk on the
 `Recording` and hands the client items: each chunk (bytes) as it came, then how the body
 ended, `END` or `Failed` (the error the client gets). Every shell that records (httpx and
 httpx2, sync and async; requests) reads those items through `SyncFeed` or `AsyncFeed`.

@@ -18,11 +18,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from replay._advice import Advice
-from replay.cassette import Cassette
+from replay.engine.advice import Advice
 from replay.errors import CassetteMismatchError, hide_for_replay_errors, raise_bare
 from replay.model import Request, Response
-from replay.redact import Redactor
+from replay.redact.redactor import Redactor
+from replay.store.cassette import Cassette
 
 if TYPE_CHECKING:
     from replay.faults import Fault, FaultLike, Injector

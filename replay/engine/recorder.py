@@ -11,7 +11,7 @@ its cassette, and it knows which recordings are still streaming, so that the end
 session can wait for them (bounded) and then finish what is still open as what it is.
 The shells only read upstream bodies their own way and report what they read.
 
-A tape given a `Spool` (a session's: `replay._spool`) keeps what it records out of memory: a
+A tape given a `Spool` (a session's: `replay.store.spool`) keeps what it records out of memory: a
 recording that holds `SPOOL_PIECE` bytes of payloads writes them to the spool, and so does
 one that finishes once the tape keeps `KEPT_IN_MEMORY` bytes of payloads in memory; their
 interactions read them back from there when asked. So a session's memory does not grow with
@@ -24,12 +24,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from replay._spool import SPOOL_PIECE, Spool, SpooledPayloads
-from replay.cassette import Cassette
 from replay.clock import Clock
 from replay.engine.ends import recorded_error
 from replay.model import Chunks, Interaction, Request, Response, StreamEnd
-from replay.redact import Redactor
+from replay.redact.redactor import Redactor
+from replay.store.cassette import Cassette
+from replay.store.spool import SPOOL_PIECE, Spool, SpooledPayloads
 
 __all__ = ["KEPT_IN_MEMORY", "Recording", "Tape"]
 

@@ -1,13 +1,13 @@
 """Whether a response is a stream, in which framing, and its timed events: decided here only.
 
-A framing is how a body is cut into events: `sse` (Server-Sent Events, `replay.sse`) or
-`ndjson` (one JSON value per line, `replay.ndjson`). `detect` asks the content type first;
+A framing is how a body is cut into events: `sse` (Server-Sent Events, `replay.framing.sse`) or
+`ndjson` (one JSON value per line, `replay.framing.ndjson`). `detect` asks the content type first;
 when it names neither framing (missing, as some recorders strip headers, or wrong), it looks
 at the start of the decoded body: SSE field lines that make an event, or lines that are each
 a JSON object (two at least, so that a one-line JSON answer is not a stream).
 
-`replay show`, `replay diff`, `Response.events()` and `replay.timing` all go through here, so
-they agree on what a stream is and how many events it has.
+`replay show`, `replay diff`, `Response.events()` and `replay.inspect.timing` all go through
+here, so they agree on what a stream is and how many events it has.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-from replay import _deep_json, ndjson, sse
-from replay._bulk import building
-from replay._decoding import Body, decoded_chunks, encodings
+from replay.framing import ndjson, sse
+from replay.framing.bulk import building
+from replay.framing.decoding import Body, decoded_chunks, encodings
+from replay.redact import deep_json
 
 if TYPE_CHECKING:
-    from replay._timed_event import TimedEvent
+    from replay.framing.timed_event import TimedEvent
 
 __all__ = [
     "NDJSON_TYPES",
@@ -121,7 +122,7 @@ def sniff(head: bytes) -> Framing | None:
 
 def _is_object(line: str) -> bool:
     try:
-        return isinstance(_deep_json.loads(line), dict)
+        return isinstance(deep_json.loads(line), dict)
     except ValueError:
         return False
 
@@ -172,7 +173,7 @@ def _columns(response: Body) -> tuple[Sequence[float], Sequence[bytes]]:
 def _timed(
     rows: list[sse.Row], ends: list[int], times: Sequence[float], end_at: float
 ) -> list[TimedEvent]:
-    from replay._timed_event import TimedEvent
+    from replay.framing.timed_event import TimedEvent
 
     # Each row's chunk, then its time, in C-level passes (a line ending past every chunk:
     # the end of the body, as `close()` would give it).

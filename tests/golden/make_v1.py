@@ -2,7 +2,7 @@
 
     python tests/golden/make_v1.py
 
-The document is spelled out field by field with plain msgpack, not through `replay.store`,
+The document is spelled out field by field with plain msgpack, not through `replay.store.file`,
 so that the golden bytes pin the format itself: `tests/test_store.py` checks that replay
 still reads this file to the exact interactions below and writes them back byte for byte.
 Never regenerate it for a new format version: add `make_v2.py` and `v2.msgpack` beside it.

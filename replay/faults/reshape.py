@@ -1,0 +1,214 @@
+"""Pure reshapings of a recorded `Response`, the arithmetic beneath `replay.faults`.
+
+Every function takes a response and returns a new one (the recording is never changed):
+where its body's SSE events end, the body cut at a byte, a silence inserted at a byte, the
+bytes re-split into other chunks, the timeline stretched or disturbed. Offsets are raw body
+bytes (still compressed, for a compressed body); times are recorded seconds since the send.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import random
+import re
+from collections.abc import Iterator, Sequence
+
+import attrs
+
+from replay.engine.ends import CUT_NAME
+from replay.framing.sse import SSEParser
+from replay.model import Chunks, Response, StreamEnd
+
+__all__ = [
+    "CUT_ERROR",
+    "CUT_MESSAGE",
+    "chunk_at_offset",
+    "cut_at",
+    "event_ends",
+    "jitter",
+    "offset_after_events",
+    "rechunk",
+    "scale",
+    "silence_at",
+]
+
+#: How a dropped connection ends the body: the end vocabulary's name for a cut (httpx's), and
+#: the message httpx gives it.
+CUT_ERROR = CUT_NAME
+CUT_MESSAGE = (
+    "peer closed connection without sending complete message body (incomplete chunked read)"
+)
+
+_LINE = re.compile(rb"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+")  # a line with its terminator (SSE's)
+
+
+def _is_encoded(response: Response) -> bool:
+    encoding = (response.header("content-encoding") or "identity").strip().lower()
+    return encoding not in ("", "identity")
+
+
+def event_ends(response: Response) -> list[int]:
+    """The body offset just past each SSE event (its blank line included), in order.
+
+    An uncompressed body is read line by line through the SSE parser, so the offsets are
+    exact. A compressed one is decoded chunk by chunk: an event then ends at the end of the
+    raw chunk whose decoding completed it (chunk granularity).
+    """
+    parser = SSEParser()
+    ends: list[int] = []
+    if not _is_encoded(response):
+        offset = 0
+        for line in _LINE.finditer(response.body):
+            offset = line.end()
+            ends.extend(offset for _ in parser.feed(line.group()))
+        return ends
+    offset = 0
+    decoded = response.decoded_chunks()  # one piece per raw chunk, then the decoder's flush
+    for (_, data), size in zip(decoded, (*map(len, response.chunks.payloads), 0), strict=True):
+        offset += size
+        ends.extend(offset for _ in parser.feed(data))
+    return ends
+
+
+def offset_after_events(response: Response, count: int) -> int:
+    """The body offset just past event `count` (0: the start; past the last: the end)."""
+    if count == 0:
+        return 0
+    ends = event_ends(response)
+    return ends[count - 1] if count <= len(ends) else len(response.body)
+
+
+def _starts(chunks: Chunks) -> list[int]:
+    return list(itertools.accumulate((len(p) for p in chunks.payloads), initial=0))
+
+
+def chunk_at_offset(response: Response, offset: int) -> int:
+    """The index of the chunk holding body byte `offset`; the chunk count for the end."""
+    starts = _starts(response.chunks)
+    if offset >= starts[-1]:
+        return len(response.chunks)
+    return bisect.bisect_right(starts, offset) - 1
+
+
+def _split(response: Response, offset: int) -> tuple[list[float], list[bytes], int]:
+    """The chunk columns with a boundary at `offset`, and the index of the chunk after it."""
+    times, payloads = list(response.chunks.times), list(response.chunks.payloads)
+    index = chunk_at_offset(response, offset)
+    if index < len(payloads):
+        inside = offset - _starts(response.chunks)[index]
+        if inside:
+            data = payloads[index]
+            payloads[index : index + 1] = [data[:inside], data[inside:]]
+            times.insert(index, times[index])
+            index += 1
+    return times, payloads, index
+
+
+def cut_at(response: Response, offset: int) -> Response:
+    """The body up to byte `offset`, then the connection drops (`CUT_ERROR`).
+
+    The drop comes with the last byte kept (at the headers, for an empty body).
+    """
+    times, payloads, index = _split(response, min(offset, len(response.body)))
+    times, payloads = times[:index], payloads[:index]
+    dropped_at = times[-1] if times else response.headers_at
+    return attrs.evolve(
+        response,
+        chunks=Chunks(times, payloads),
+        end=StreamEnd(at=dropped_at, error=CUT_ERROR, message=CUT_MESSAGE),
+    )
+
+
+def silence_at(response: Response, offset: int, seconds: float) -> tuple[Response, int]:
+    """`seconds` of silence before body byte `offset`: later bytes and the end come later.
+
+    Returns the new response and the index of the chunk delivered after the silence (the
+    chunk count when the silence comes before the end of the body).
+    """
+    times, payloads, index = _split(response, offset)
+    times[index:] = [at + seconds for at in times[index:]]
+    end = attrs.evolve(response.end, at=response.end.at + seconds)
+    return attrs.evolve(response, chunks=Chunks(times, payloads), end=end), index
+
+
+def _sizes(size: int | str, seed: int, payloads: Sequence[bytes]) -> Iterator[int]:
+    if isinstance(size, int):
+        return itertools.repeat(size)
+    rng = random.Random(seed)
+    mean = sum(map(len, payloads)) / max(1, len(payloads))
+    upper = max(1, round(2 * mean))  # splits most recorded chunks and merges some
+    return (rng.randint(1, upper) for _ in itertools.count())
+
+
+def rechunk(response: Response, size: int | str, seed: int = 0) -> Response:
+    """The same bytes in chunks of `size` bytes (or "random" sizes, from `seed`).
+
+    Timing: the bytes of each recorded chunk are spread evenly over the gap before it (from
+    the previous chunk, or the headers), so each recorded chunk still completes at its
+    recorded time; a new chunk arrives with its last byte. Event times are kept; the first
+    byte comes earlier.
+    """
+    payloads = response.chunks.payloads
+    if not payloads:
+        return response
+    body = b"".join(payloads)
+    starts = _starts(response.chunks)
+    new_times: list[float] = []
+    new_payloads: list[bytes] = []
+    position, chunk = 0, 0
+    for piece in _sizes(size, seed, payloads):
+        if position >= len(body):
+            break
+        last = min(position + piece, len(body)) - 1  # the piece's last byte
+        while starts[chunk + 1] <= last:
+            chunk += 1
+        new_times.append(_arrival(response, chunk, last - starts[chunk], starts))
+        new_payloads.append(body[position : last + 1])
+        position = last + 1
+    return attrs.evolve(response, chunks=Chunks(new_times, new_payloads))
+
+
+def _arrival(response: Response, chunk: int, byte: int, starts: list[int]) -> float:
+    """When byte `byte` of recorded chunk `chunk` arrives, its bytes spread over the gap."""
+    times = response.chunks.times
+    length = starts[chunk + 1] - starts[chunk]
+    at = times[chunk]
+    if byte == length - 1:
+        return at
+    before = times[chunk - 1] if chunk else response.headers_at
+    return min(at, before + (at - before) * (byte + 1) / length)
+
+
+def scale(response: Response, factor: float) -> Response:
+    """Every time (headers, chunks, end) multiplied by `factor`."""
+    chunks = response.chunks
+    return attrs.evolve(
+        response,
+        headers_at=response.headers_at * factor,
+        chunks=Chunks([at * factor for at in chunks.times], chunks.payloads),
+        end=attrs.evolve(response.end, at=response.end.at * factor),
+    )
+
+
+def jitter(response: Response, seconds: float, seed: int = 0) -> Response:
+    """Each chunk moved by a random time in [-seconds, +seconds] (from `seed`), kept in order.
+
+    A chunk never comes before the headers nor before the chunk ahead of it; the end keeps
+    its distance from the last chunk.
+    """
+    times = response.chunks.times
+    if not times:
+        return response
+    rng = random.Random(seed)
+    moved: list[float] = []
+    floor = response.headers_at
+    for at in times:
+        floor = max(floor, at + rng.uniform(-seconds, seconds))
+        moved.append(floor)
+    end_at = max(moved[-1], response.end.at + moved[-1] - times[-1])
+    return attrs.evolve(
+        response,
+        chunks=Chunks(moved, response.chunks.payloads),
+        end=attrs.evolve(response.end, at=end_at),
+    )

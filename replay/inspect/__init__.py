@@ -1,0 +1,4 @@
+"""Looking at cassettes: `replay show` and `replay play` (`describe`), `check`, `diff` (events
+lined up by `align`, drawn by `diff_text`), `report` (HTML, with `report_svg`, `report_growth`,
+`report_table`) and the timing figures of a stream (`timing`: ttfb, ttft, gaps, tokens/s).
+"""

@@ -1,0 +1,8 @@
+"""What never reaches a file, a message or a repr.
+
+`redactor` (`Redactor`: headers, query, form and JSON fields named like credentials, values
+shaped like well-known keys, configured names, the `before_record` hook), `urls` (the URL's
+user information and credentials in its query, in header values too), `shapes` (what a
+credential's name and a key's value look like; imported by `replay.model`'s reprs, so it
+imports nothing of replay's) and `deep_json` (JSON read and written at any depth).
+"""

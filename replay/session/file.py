@@ -1,0 +1,122 @@
+"""The cassette file around one use of a session: what it loads, what it records onto, what
+it saves.
+
+Loading, recovering what a killed session left (`replay.store.journal`), the tape a recording
+use writes to (with its journal of parts), and the merge at the end. The recorder, the
+journal and the spool are imported only by a use that may record: a replay never loads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from replay.engine.modes import may_replay_and_record
+from replay.matching import Matcher
+from replay.model import Interaction
+from replay.store.file import load_interactions, merge
+
+if TYPE_CHECKING:
+    from replay.engine.recorder import Tape
+    from replay.redact.redactor import Redactor
+    from replay.store.cassette import Cassette
+    from replay.store.journal import Journal
+
+__all__ = ["load", "load_for", "open_tape", "recover", "save", "warn_keys_in_responses"]
+
+
+def load(path: Path) -> tuple[list[Interaction], bool]:
+    """The interactions of the cassette at `path`, and whether its file exists."""
+    try:  # (one system call, where asking first whether it exists took two)
+        return load_interactions(path), True
+    except (FileNotFoundError, NotADirectoryError):
+        return [], False
+
+
+def load_for(path: Path, mode: str) -> tuple[list[Interaction], bool, bool, bool]:
+    """What a use of the cassette at `path` in record `mode` starts from: the interactions
+    loaded, whether the file exists, and whether the use may replay and may record.
+
+    A use that may record first merges what killed sessions left (`recover`)."""
+    interactions, existed = load(path)
+    may_replay, may_record = may_replay_and_record(mode, existed)
+    if may_record and recover(path):  # what a killed session left: merged
+        interactions, existed = load(path)
+        # "once" goes on with the recording that was killed: what it finished replays, the
+        # rest records (recording it all again would store it twice)
+        may_replay = may_replay or mode == "once"
+    return interactions, existed, may_replay, may_record
+
+
+def recover(path: Path) -> bool:
+    """Merge into the cassette at `path` what killed sessions recording into it left beside
+    it (`replay.store.journal`), and say so (a warning); whether anything was left."""
+    from replay.run.site.parts import leftovers
+    from replay.run.site.parts import recover as recover_parts
+
+    if not leftovers(path):  # (the usual case: one listing of the directory)
+        return False
+    said = recover_parts(path, note_busy=False)
+    if said is None:
+        return False
+    import logging
+
+    logging.getLogger("replay").warning("%s", said.removeprefix("replay: "))
+    return True
+
+
+def open_tape(
+    path: Path,
+    cassette: Cassette,
+    redactor: Redactor,
+    replacing: Sequence[Matcher] | None,
+    existed: bool,
+) -> tuple[Journal, Tape]:
+    """The tape a recording use of the file at `path` writes `cassette`'s recordings onto,
+    and the journal that keeps each finished one in parts beside the file meanwhile
+    (`replacing`: the matchers by which record mode "all" replaces old answers, as the merge
+    at the end does; `existed`: whether the file did, when loaded).
+
+    Raises:
+        CassetteWriteError: the file exists but cannot be written (now, not at the end).
+    """
+    from replay.engine.recorder import Tape
+    from replay.store.atomic import check_writable
+    from replay.store.journal import Journal
+    from replay.store.spool import Spool
+
+    if existed:
+        check_writable(path)  # now, not at exit: what it records would be lost then
+    journal = Journal(path, cassette.recorded, replacing=replacing)
+    tape = Tape(cassette, redactor, spool=Spool(path.parent), on_recorded=journal.sync)
+    return journal, tape
+
+
+def save(
+    path: Path, cassette: Cassette, journal: Journal | None, replacing: Sequence[Matcher] | None
+) -> bool:
+    """Merge what `cassette` recorded into the file at `path` (`replacing`: the matchers by
+    which record mode "all" replaces old answers); whether it wrote the file. The journal's
+    parts stay when it did not, for the next session to merge."""
+    saved = False
+    if journal is not None:
+        journal.stop()
+    try:
+        if cassette.recorded:
+            merge(path, cassette.recorded, replacing=replacing)
+            saved = True
+    finally:  # not saved: the parts stay, for the next session to merge
+        if journal is not None:
+            journal.close(saved=saved or not cassette.recorded)
+    return saved
+
+
+def warn_keys_in_responses(path: Path, requests: Sequence[str]) -> None:
+    """Warn (`KeyInResponseWarning`) of the recordings whose response holds a key's shape."""
+    import warnings
+
+    from replay.errors import KeyInResponseWarning
+
+    message = KeyInResponseWarning.describe(path, requests)
+    warnings.warn(KeyInResponseWarning(message), stacklevel=4)  # (the `with` that ended)
