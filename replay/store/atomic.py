@@ -20,7 +20,7 @@ from typing import BinaryIO
 
 from replay.errors import CassetteWriteError
 
-__all__ = ["check_writable", "write_atomically"]
+__all__ = ["check_creatable", "check_saveable", "check_writable", "write_atomically"]
 
 
 def write_atomically(path: str | Path, data: bytes | Callable[[BinaryIO], None]) -> None:
@@ -78,6 +78,36 @@ def check_writable(path: str | Path) -> None:
         raise CassetteWriteError(
             path, f"it is read-only (mode {mode:o}); make it writable to save into it"
         )
+
+
+def check_saveable(path: str | Path) -> None:
+    """Raise CassetteWriteError unless the cassette at `path` could be saved now: written
+    over if it exists (`check_writable`), created if not (`check_creatable`)."""
+    if os.path.lexists(path):
+        check_writable(path)
+    else:
+        check_creatable(path)
+
+
+def check_creatable(path: str | Path) -> None:
+    """Raise CassetteWriteError unless a new file at `path` could be saved: its nearest
+    directory that exists must take a new file (tried with an empty file, removed at once:
+    the permission bits do not tell for root, a read-only mount or /proc), and nothing on the
+    way to it may be a file. A session that may record asks before any request, not at exit.
+    """
+    path = Path(path)
+    directory = path.parent
+    while not directory.exists() and directory != directory.parent:
+        directory = directory.parent
+    if not directory.is_dir():
+        raise CassetteWriteError(path, f"{str(directory)!r} is not a directory")
+    try:
+        fd, temporary = _create_temporary(directory / path.name)
+    except OSError as exc:
+        raise _error(path, exc, f"cannot create a file in {str(directory)!r}") from exc
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(temporary)
 
 
 def _error(path: Path, exc: OSError, doing: str = "") -> CassetteWriteError:
