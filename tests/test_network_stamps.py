@@ -1,0 +1,246 @@
+"""A recorded chunk's time is when the network delivered it, even while the client holds the GIL.
+
+The origin runs in another process and writes its own `time.monotonic()` send time into each
+SSE event (CLOCK_MONOTONIC is the machine's: the two processes' readings compare). The client
+holds its GIL (a backtracking `re.match`, a C call that never lets go) for some 250 ms right
+after the first chunk, while the rest of the stream arrives; the recorded gaps must still be
+the origin's, within 5 ms: the stamper process read the connection meanwhile
+(`replay.adapters.stamper`). httpx and httpx2, sync, asyncio and trio, plain HTTP and TLS (a
+self-signed certificate made here).
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import re
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+
+import replay
+from replay import Cassette
+from replay.store.file import dumps
+from replay.store.load import read_interactions
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="kernel receive timestamps: Linux"
+)
+
+EVENTS = 8
+GAP = 0.03
+TOLERANCE = 0.005
+
+ORIGIN = r"""
+import socket, ssl, sys, threading, time
+events, gap = int(sys.argv[1]), float(sys.argv[2])
+context = None
+if len(sys.argv) > 3:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(sys.argv[3], sys.argv[4])
+server = socket.create_server(("127.0.0.1", 0))
+print(server.getsockname()[1], flush=True)
+
+def serve(conn):
+    with conn:
+        if context is not None:
+            conn = context.wrap_socket(conn, server_side=True)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        got = b""
+        while b"\r\n\r\n" not in got:
+            piece = conn.recv(65536)
+            if not piece:
+                return
+            got += piece
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                     b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n")
+        due = time.monotonic()
+        for _ in range(events):
+            time.sleep(max(0.0, due - time.monotonic()))
+            event = b"data: %.6f\n\n" % time.monotonic()
+            conn.sendall(b"%x\r\n%s\r\n" % (len(event), event))
+            due += gap
+        conn.sendall(b"0\r\n\r\n")
+
+while True:
+    conn, _ = server.accept()
+    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+"""
+
+
+def _certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (and its key), as PEM files in `folder`."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert, key_file = folder / "cert.pem", folder / "key.pem"
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert, key_file
+
+
+class Served:
+    """The origin process: its URL, and the client's SSL context for it."""
+
+    def __init__(self, url: str, context: ssl.SSLContext | None) -> None:
+        self.url, self.context = url, context
+
+
+def _origin(folder: Path, tls: bool) -> Iterator[Served]:
+    script = folder / "origin.py"
+    script.write_text(ORIGIN)
+    args = [sys.executable, str(script), str(EVENTS), str(GAP)]
+    context = None
+    if tls:
+        cert, key = _certificate(folder)
+        args += [str(cert), str(key)]
+        context = ssl.create_default_context(cafile=str(cert))
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        scheme = "https" if tls else "http"
+        yield Served(f"{scheme}://127.0.0.1:{port}/stream", context)
+    finally:
+        process.kill()
+        process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+@pytest.fixture(scope="module", params=["plain", "tls"])
+def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    yield from _origin(tmp_path_factory.mktemp(request.param), request.param == "tls")
+
+
+@pytest.fixture(scope="module")
+def hold() -> Any:
+    """A call that holds the GIL for some 250 ms (calibrated here)."""
+    size = 16
+    while True:
+        start = time.perf_counter()
+        re.match(r"(a+)+$", "a" * size + "b")
+        took = time.perf_counter() - start
+        if took > 0.03:
+            break
+        size += 1
+    while took < 0.25:  # each "a" doubles it
+        size, took = size + 1, took * 2
+    text = "a" * size + "b"
+    return lambda: re.match(r"(a+)+$", text)
+
+
+def _check(cassette: Cassette, read_at: list[float]) -> None:
+    """The recorded gaps are the origin's send gaps (within `TOLERANCE`), and the client
+    really was held up between its first and second chunk."""
+    [interaction] = read_interactions(dumps(cassette.interactions))
+    response = interaction.response
+    assert response.times == "network"
+    sent = [float(c.data.decode().removeprefix("data: ")) for c in response.chunks]
+    assert len(sent) == EVENTS
+    recorded = [c.at for c in response.chunks]
+    errors = [
+        (r - recorded[0]) - (s - sent[0]) for r, s in zip(recorded[1:], sent[1:], strict=True)
+    ]
+    assert max(map(abs, errors)) < TOLERANCE, errors
+    assert read_at[1] - read_at[0] > 0.2  # the GIL was held while the rest arrived
+
+
+@pytest.mark.parametrize("module", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_sync_recording_keeps_the_network_gaps_while_the_client_holds_the_gil(
+    served: Served, hold: Any, module: Any
+) -> None:
+    cassette = Cassette()
+    inner = module.HTTPTransport(verify=served.context or True)
+    read_at: list[float] = []
+    client = module.Client(transport=replay.RecordingTransport(cassette, inner))
+    with client, client.stream("GET", served.url) as response:
+        for _ in response.iter_raw():
+            read_at.append(time.monotonic())
+            if len(read_at) == 1:
+                hold()
+    _check(cassette, read_at)
+
+
+@pytest.mark.parametrize("runner", ["asyncio", "trio"])
+@pytest.mark.parametrize("module", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_async_recording_keeps_the_network_gaps_while_the_client_holds_the_gil(
+    served: Served, hold: Any, module: Any, runner: str
+) -> None:
+    cassette = Cassette()
+    read_at: list[float] = []
+
+    async def main() -> None:
+        inner = module.AsyncHTTPTransport(verify=served.context or True)
+        transport = replay.AsyncRecordingTransport(cassette, inner)
+        client = module.AsyncClient(transport=transport)
+        async with client, client.stream("GET", served.url) as response:
+            async for _ in response.aiter_raw():
+                read_at.append(time.monotonic())
+                if len(read_at) == 1:
+                    hold()
+
+    anyio.run(main, backend=runner)
+    _check(cassette, read_at)
+
+
+def test_a_patched_client_in_a_session_records_the_network_times(
+    served: Served, hold: Any, tmp_path: Path
+) -> None:
+    read_at: list[float] = []
+    path = tmp_path / "c.msgpack"
+    with replay.use_cassette(path, record_mode="all") as cassette:
+        client = httpx.Client(verify=served.context or True)
+        with client, client.stream("GET", served.url) as response:
+            for _ in response.iter_raw():
+                read_at.append(time.monotonic())
+                if len(read_at) == 1:
+                    hold()
+    _check(cassette, read_at)
+
+
+def test_without_a_stamper_the_cassette_says_the_reader_took_the_times(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REPLAY_STAMPER", "off")
+    cassette = Cassette()
+    inner = httpx.HTTPTransport(verify=served.context or True)
+    with httpx.Client(transport=replay.RecordingTransport(cassette, inner)) as client:
+        assert len(client.get(served.url).content.split(b"\n\n")) == EVENTS + 1
+    [interaction] = read_interactions(dumps(cassette.interactions))
+    assert interaction.response.times == "reader"
