@@ -26,6 +26,7 @@ import anyio
 import httpx
 import httpx2
 import pytest
+from commands import replay_text
 
 import replay
 from replay import Cassette
@@ -232,6 +233,9 @@ def test_a_patched_client_in_a_session_records_the_network_times(
                 if len(read_at) == 1:
                     hold()
     _check(cassette, read_at)
+    shown = replay_text("show", str(path)).stdout
+    assert "times: network arrivals (read by the stamper process)" in shown
+    assert "times: network)" in replay_text("show", "--raw", str(path)).stdout
 
 
 def test_without_a_stamper_the_cassette_says_the_reader_took_the_times(

@@ -25,6 +25,7 @@ from replay.dialects.texts import event_pieces
 from replay.engine import Data, End, Player, Stepper, step_sync
 from replay.errors import ConfigurationError
 from replay.faults import FaultLike
+from replay.inspect.provenance import times_note
 from replay.model import Chunks, Interaction, Response, StreamEnd, TimedEvent
 from replay.store.cassette import Cassette
 from replay.store.file import dumps
@@ -96,6 +97,7 @@ def table(cassette: Cassette) -> str:
             notes.append(f"#{index}: events ?: {_one_line(problem, 2 * DATA_WIDTH)}")
     if not cassette.interactions:
         lines.append("(no interactions)")
+    notes.extend(times_note(cassette.interactions))
     return printable("\n".join([*lines, *notes])) + "\n"
 
 
@@ -281,7 +283,8 @@ def _raw_interaction(index: int, interaction: Interaction) -> list[str]:
     lines.append(">")
     if request.body:
         lines.extend(_body_text(request.body, "request body"))
-    lines.append(f"< {response.status}  (headers at {response.headers_at:.3f} s)")
+    times = f"; times: {response.times}" if response.times else ""
+    lines.append(f"< {response.status}  (headers at {response.headers_at:.3f} s{times})")
     lines.extend(f"< {name}: {value}" for name, value in response.headers)
     lines.append("<")
     lines.extend(_response_body(response))
