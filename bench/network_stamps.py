@@ -5,8 +5,9 @@ events `GAP` apart, each carrying its own `time.monotonic()` send time (CLOCK_MO
 the machine's: the processes' readings compare). A client records the stream through
 `replay.RecordingTransport` (sync `httpx.Client`) or `replay.AsyncRecordingTransport`
 (`httpx.AsyncClient` on asyncio) and, in the "GIL held" rows, holds its GIL for `HOLD`
-seconds right after the first chunk: a backtracking `re.match`, a C call that never lets go,
-as pydantic building its schemas does. The figure is the stamp error: the largest
+seconds of CPU time (up to twice that: calibrated by doubling) right after the first chunk:
+a backtracking `re.match`, a C call that never lets go, as pydantic building its schemas
+does. The figure is the stamp error: the largest
 `|recorded gap − sent gap|` over the chunks of one recording (gaps from the first chunk), the
 median over `RUNS` recordings, with the worst beside it.
 
@@ -20,6 +21,7 @@ reader can do when the client lets it run.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import statistics
@@ -90,15 +92,15 @@ def origin() -> Iterator[str]:
 
 
 def calibrated_hold(seconds: float) -> Callable[[], object]:
-    """A call that holds the GIL for about `seconds`."""
+    """A call that holds the GIL for about `seconds` of CPU time (each "a" doubles it)."""
     size, took = 16, 0.0
-    while took < 0.03:
+    while took < seconds:
         size += 1
-        start = time.perf_counter()
+        start = time.thread_time()
         re.match(r"(a+)+$", "a" * size + "b")
-        took = time.perf_counter() - start
-    while took < seconds:  # each "a" doubles it
-        size, took = size + 1, took * 2
+        took = time.thread_time() - start
+        if took < seconds / 4:  # skip ahead
+            size += max(0, int(math.log2(seconds / 4 / max(took, 1e-6))) - 1)
     text = "a" * size + "b"
     return lambda: re.match(r"(a+)+$", text)
 

@@ -204,8 +204,7 @@ class Recording:
             at = self.at(moment)
         with self._lock:
             if not self.finished:
-                if self._times and at < self._times[-1]:
-                    at = self._times[-1]
+                at = max(at, self._times[-1] if self._times else self.headers_at)
                 self._times.append(at)
                 self._payloads.append(data)
                 self._held += len(data)
