@@ -14,7 +14,9 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import math
+import os
 import re
+import signal
 import ssl
 import subprocess
 import sys
@@ -31,6 +33,7 @@ from commands import replay_text
 
 import replay
 from replay import Cassette
+from replay.adapters import stamper
 from replay.store.file import dumps
 from replay.store.load import read_interactions
 
@@ -248,3 +251,57 @@ def test_without_a_stamper_the_cassette_says_the_reader_took_the_times(
         assert len(client.get(served.url).content.split(b"\n\n")) == EVENTS + 1
     [interaction] = read_interactions(dumps(cassette.interactions))
     assert interaction.response.times == "reader"
+
+
+def _record_one(url: str, context: ssl.SSLContext | None) -> str | None:
+    cassette = Cassette()
+    inner = httpx.HTTPTransport(verify=context or True)
+    with httpx.Client(transport=replay.RecordingTransport(cassette, inner)) as client:
+        client.get(url).read()
+    [interaction] = cassette.interactions
+    return interaction.response.times
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_starts_a_stamper_of_its_own(served: Served) -> None:
+    assert _record_one(served.url, served.context) == "network"
+    parent_stamper = stamper.pid()
+    assert parent_stamper is not None
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's stamper is not its own
+        code = 1
+        try:
+            signal.alarm(10)
+            times = _record_one(served.url, served.context)
+            code = 0 if times == "network" and stamper.pid() not in (None, parent_stamper) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert stamper.pid() == parent_stamper
+    assert _record_one(served.url, served.context) == "network"  # still the parent's
+
+
+def test_the_stamper_ends_with_its_process(served: Served) -> None:
+    program = (
+        "import httpx, replay\n"
+        "from replay.adapters import stamper\n"
+        "cassette = replay.Cassette()\n"
+        "inner = httpx.HTTPTransport(verify=False)\n"
+        "with httpx.Client(transport=replay.RecordingTransport(cassette, inner)) as client:\n"
+        f"    client.get({served.url!r}).read()\n"
+        "assert cassette.interactions[0].response.times == 'network'\n"
+        "print(stamper.pid())\n"
+        "import os; os._exit(0)\n"  # no clean-up at exit: the end of file alone ends it
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
+    child = int(done.stdout)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        status = Path(f"/proc/{child}/stat").read_text().split()[2]
+        if status == "Z":  # ended (a zombie until its new parent reaps it)
+            break
+        time.sleep(0.02)
+    assert not Path(f"/proc/{child}").exists() or status == "Z"

@@ -30,7 +30,7 @@ import threading
 from pathlib import Path
 from typing import Final
 
-__all__ = ["Arrivals", "attach", "available"]
+__all__ = ["Arrivals", "attach", "available", "pid"]
 
 #: A frame's head, as the stamper writes it: the arrival's time, its byte count, its kind.
 _FRAME: Final = struct.Struct("<dIi")
@@ -178,6 +178,11 @@ def available() -> bool:
     if _failed or os.environ.get("REPLAY_STAMPER", "").lower() in ("off", "0", "no"):
         return False
     return hasattr(socket, "SCM_RIGHTS") and hasattr(socket, "AF_UNIX")
+
+
+def pid() -> int | None:
+    """The process id of this process's stamper; None while it has none."""
+    return None if _process is None else _process.child.pid
 
 
 def attach(sock: socket.socket) -> Arrivals | None:
