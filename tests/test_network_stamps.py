@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import json
 import math
 import os
 import re
@@ -46,8 +47,9 @@ GAP = 0.03
 TOLERANCE = 0.005
 
 ORIGIN = r"""
-import socket, ssl, sys, threading, time
-events, gap = int(sys.argv[1]), float(sys.argv[2])
+import json, socket, ssl, sys, threading, time
+chunks = [c.encode() for c in json.loads(open(sys.argv[1]).read())]
+gap = float(sys.argv[2])
 context = None
 if len(sys.argv) > 3:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -66,12 +68,18 @@ def serve(conn):
             if not piece:
                 return
             got += piece
+        if b"content-length:" in got.lower():  # a body: read it (short: one more read)
+            conn.settimeout(0.2)
+            try:
+                conn.recv(65536)
+            except OSError:
+                pass
         conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                      b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n")
         due = time.monotonic()
-        for _ in range(events):
+        for chunk in chunks:
             time.sleep(max(0.0, due - time.monotonic()))
-            event = b"data: %.6f\n\n" % time.monotonic()
+            event = b": sent %.6f\n" % time.monotonic() + chunk
             conn.sendall(b"%x\r\n%s\r\n" % (len(event), event))
             due += gap
         conn.sendall(b"0\r\n\r\n")
@@ -126,10 +134,13 @@ class Served:
         self.url, self.context = url, context
 
 
-def _origin(folder: Path, tls: bool) -> Iterator[Served]:
-    script = folder / "origin.py"
+def _origin(folder: Path, tls: bool, chunks: list[str] | None = None) -> Iterator[Served]:
+    """The origin process sending `chunks` (default: `EVENTS` SSE events) `GAP` apart, each
+    after an SSE comment line with its send time (`: sent <time.monotonic()>`)."""
+    script, plan = folder / "origin.py", folder / "chunks.json"
     script.write_text(ORIGIN)
-    args = [sys.executable, str(script), str(EVENTS), str(GAP)]
+    plan.write_text(json.dumps(chunks or [f"data: {n}\n\n" for n in range(EVENTS)]))
+    args = [sys.executable, str(script), str(plan), str(GAP)]
     context = None
     if tls:
         cert, key = _certificate(folder)
@@ -169,18 +180,26 @@ def hold() -> Any:
     return lambda: re.match(r"(a+)+$", text)
 
 
+def _sent(response: Any) -> list[float]:
+    """The origin's send time of each chunk (from its comment line)."""
+    return [float(c.data.split(b"\n", 1)[0].removeprefix(b": sent ")) for c in response.chunks]
+
+
+def _gap_errors(response: Any) -> list[float]:
+    """recorded gap - sent gap, for each chunk after the first."""
+    sent, recorded = _sent(response), [c.at for c in response.chunks]
+    return [(r - recorded[0]) - (t - sent[0]) for r, t in zip(recorded, sent, strict=True)]
+
+
 def _check(cassette: Cassette, read_at: list[float]) -> None:
     """The recorded gaps are the origin's send gaps (within `TOLERANCE`), and the client
     really was held up between its first and second chunk."""
     [interaction] = read_interactions(dumps(cassette.interactions))
     response = interaction.response
     assert response.times == "network"
-    sent = [float(c.data.decode().removeprefix("data: ")) for c in response.chunks]
+    sent = _sent(response)
     assert len(sent) == EVENTS
-    recorded = [c.at for c in response.chunks]
-    errors = [
-        (r - recorded[0]) - (s - sent[0]) for r, s in zip(recorded[1:], sent[1:], strict=True)
-    ]
+    errors = _gap_errors(response)
     assert max(map(abs, errors)) < TOLERANCE, errors
     assert read_at[1] > sent[-1]  # the rest all arrived while the client held the GIL
 
@@ -248,7 +267,7 @@ def test_without_a_stamper_the_cassette_says_the_reader_took_the_times(
     cassette = Cassette()
     inner = httpx.HTTPTransport(verify=served.context or True)
     with httpx.Client(transport=replay.RecordingTransport(cassette, inner)) as client:
-        assert len(client.get(served.url).content.split(b"\n\n")) == EVENTS + 1
+        assert client.get(served.url).content.count(b": sent ") == EVENTS
     [interaction] = read_interactions(dumps(cassette.interactions))
     assert interaction.response.times == "reader"
 
@@ -305,3 +324,29 @@ def test_the_stamper_ends_with_its_process(served: Served) -> None:
             break
         time.sleep(0.02)
     assert not Path(f"/proc/{child}").exists() or status == "Z"
+
+
+COLD_SDK = """
+import sys, openai, replay
+with replay.use_cassette(sys.argv[1], record_mode="all"):
+    client = openai.OpenAI(base_url=sys.argv[2], api_key="sk-test", max_retries=0)
+    for event in client.responses.create(model="gpt-4o", input="hi", stream=True):
+        pass
+"""
+
+
+def test_the_first_openai_stream_of_a_fresh_process_keeps_the_network_gaps(
+    tmp_path: Path,
+) -> None:
+    from replay.testing.streams import responses_hello
+
+    chunks = [data.decode() for _delay, data in responses_hello(scale=0)]
+    for served in _origin(tmp_path, tls=False, chunks=chunks):
+        path = tmp_path / "cold.msgpack"
+        program = [sys.executable, "-c", COLD_SDK, str(path), served.url.replace("/stream", "/v1")]
+        subprocess.run(program, check=True, timeout=60, capture_output=True)
+    [interaction] = Cassette.load(path).interactions
+    assert interaction.response.times == "network"
+    assert len(interaction.response.chunks) == len(chunks)
+    errors = _gap_errors(interaction.response)
+    assert max(map(abs, errors)) < TOLERANCE, errors
