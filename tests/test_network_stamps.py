@@ -33,10 +33,11 @@ import pytest
 from commands import replay_text
 
 import replay
-from replay import Cassette
+from replay import Cassette, Interaction, Request, Response
 from replay.adapters import stamper
+from replay.model import Chunk
 from replay.store.file import dumps
-from replay.store.load import read_interactions
+from replay.store.load import LoadError, read_interactions
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="kernel receive timestamps: Linux"
@@ -350,3 +351,16 @@ def test_the_first_openai_stream_of_a_fresh_process_keeps_the_network_gaps(
     assert len(interaction.response.chunks) == len(chunks)
     errors = _gap_errors(interaction.response)
     assert max(map(abs, errors)) < TOLERANCE, errors
+
+
+def test_where_the_times_came_from_is_kept_and_checked_by_the_file() -> None:
+    def one(times: str | None) -> bytes:
+        response = Response(status=200, chunks=[Chunk(0.1, b"data: 1\n\n")], times=times)
+        return dumps([Interaction(Request(method="GET", url="http://h/"), response)])
+
+    for times in ("network", "reader", None):
+        [interaction] = read_interactions(one(times))
+        assert interaction.response.times == times
+    assert b"times" not in one(None)  # as files before it: nothing said
+    with pytest.raises(LoadError, match=r"times: 'bogus!!' is not one of 'network', 'reader'"):
+        read_interactions(one("network").replace(b"\xa7network", b"\xa7bogus!!"))

@@ -10,6 +10,10 @@ gets every chunk as soon as it arrives, and nothing is buffered whole: a client 
 early stops the recording there, and the reader lets go of the connection before the
 client's close returns.
 
+Through `HTTPTransport` / `AsyncHTTPTransport` the connections themselves are read by the
+stamper process (`replay.adapters.stamper`, `replay.adapters.netbackend`): each chunk then has
+the time its bytes arrived, whatever the client (holding the GIL) let the reader do.
+
 The timeline itself, finished exactly once, and where it goes are the engine's
 (`replay.engine.recorder`): this module only reads upstream bodies.
 """
