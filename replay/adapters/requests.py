@@ -9,10 +9,11 @@ end raised as urllib3 raises it (`ProtocolError`, which requests turns into
 `ChunkedEncodingError`; `ReadTimeoutError`).
 
 Replaying, the body is the engine's (`replay.engine.playing`). Recording, the real send
-streams and a `replay.adapters.reader.ThreadReader` reads the still-encoded body as it arrives (each
-HTTP chunk whole), stamping it; the client's `raw` takes what the thread queued. Errors are
-recorded under httpx's names (the cassette's vocabulary: `replay.engine.ends`); the client
-gets urllib3's.
+streams (through the adapter's twin whose connections the stamper reads:
+`replay.adapters.stamped_urllib3`) and a `replay.adapters.reader.ThreadReader` reads the
+still-encoded body as it arrives (each HTTP chunk whole), stamped with the network arrival
+that completed it; the client's `raw` takes what the thread queued. Errors are recorded under
+httpx's names (the cassette's vocabulary: `replay.engine.ends`); the client gets urllib3's.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from urllib3._collections import HTTPHeaderDict  # (urllib3 1.x has it there too
 from urllib3.exceptions import DecodeError, ProtocolError, ReadTimeoutError
 
 from replay.adapters import routes
+from replay.adapters.netbackend import stamp_of
 from replay.adapters.reader import ThreadReader
+from replay.adapters.stamped_urllib3 import StampedSocket, stamp_of_connection, twin_adapter
 from replay.engine.ends import EndKind, error_kind
 from replay.engine.exchange import Exchange, Record, Replay, route
 from replay.engine.feed import SyncFeed
@@ -68,8 +71,9 @@ def patches() -> list[tuple[type, str, Any]]:
             body=_read_body(request),
         )
         decided = way.decide(asked)
-        if isinstance(decided, Record):
-            real = functools.partial(original, self, request, True, timeout, *args, **kw)
+        if isinstance(decided, Record):  # (through the twin whose sockets the stamper reads)
+            adapter = twin_adapter(self)
+            real = functools.partial(original, adapter, request, True, timeout, *args, **kw)
             response = _record(decided, real)
         else:
             response = self.build_response(request, _replayed(decided, asked.url, timeout))
@@ -274,8 +278,9 @@ def _record(record: Record, send: Callable[[], Any]) -> Any:
         response = record.sent(send)
     upstream = response.raw
     headers = list(upstream.headers.iteritems())
-    recording.got_headers(upstream.status, headers)
-    feed = SyncFeed(ThreadReader(recording, _Upstream(upstream)))
+    source = _Upstream(upstream)
+    recording.got_headers(upstream.status, headers, stamp_of(source))
+    feed = SyncFeed(ThreadReader(recording, source))
     response.raw = _Raw(upstream.status, headers, _queued(feed), feed.close, upstream.reason)
     return response
 
@@ -293,8 +298,12 @@ class _Upstream:
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
-        sock = getattr(getattr(raw, "connection", None), "sock", None)
-        self.extensions: dict[str, Any] = {} if sock is None else {"network_stream": _Socket(sock)}
+        connection = getattr(raw, "connection", None)
+        stamped = stamp_of_connection(connection)  # (read by the stamper: its arrivals' times)
+        sock = getattr(connection, "sock", None) if stamped is None else stamped.sock
+        self.extensions: dict[str, Any] = {}
+        if sock is not None:
+            self.extensions["network_stream"] = _Socket(sock, stamped)
         if getattr(raw, "version", 11) not in (10, 11):
             self.extensions["http_version"] = b"HTTP/2"  # its socket is not this body's alone
 
@@ -317,10 +326,16 @@ class _Upstream:
 
 
 class _Socket:
-    """What `replay.adapters.httpmod.interrupt` asks a network stream for: its socket."""
+    """What `replay.adapters.httpmod.interrupt` asks a network stream for: its socket; and
+    what `stamp_of` asks: the time of the arrival last read (None: not stamped)."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, stamped: StampedSocket | None) -> None:
         self.sock = sock
+        self._stamped = stamped
+
+    @property
+    def stamp(self) -> float | None:
+        return None if self._stamped is None else self._stamped.stamp
 
     def get_extra_info(self, name: str) -> Any:
         return self.sock if name == "socket" else None
