@@ -5,12 +5,13 @@ SSE event (CLOCK_MONOTONIC is the machine's: the two processes' readings compare
 holds its GIL (a backtracking `re.match`, a C call that never lets go) for some 250 ms right
 after the first chunk, while the rest of the stream arrives; the recorded gaps must still be
 the origin's, within 5 ms: the stamper process read the connection meanwhile
-(`replay.adapters.stamper`). httpx and httpx2, sync, asyncio and trio, plain HTTP and TLS (a
-self-signed certificate made here).
+(`replay.adapters.stamper`). httpx and httpx2, sync, asyncio and trio; requests; aiohttp;
+plain HTTP and TLS (a self-signed certificate made here).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import ipaddress
 import json
@@ -26,10 +27,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import anyio
 import httpx
 import httpx2
 import pytest
+import requests
+import urllib3
 from commands import replay_text
 
 import replay
@@ -131,8 +135,8 @@ def _certificate(folder: Path) -> tuple[Path, Path]:
 class Served:
     """The origin process: its URL, and the client's SSL context for it."""
 
-    def __init__(self, url: str, context: ssl.SSLContext | None) -> None:
-        self.url, self.context = url, context
+    def __init__(self, url: str, context: ssl.SSLContext | None, cafile: str = "") -> None:
+        self.url, self.context, self.cafile = url, context, cafile
 
 
 def _origin(folder: Path, tls: bool, chunks: list[str] | None = None) -> Iterator[Served]:
@@ -152,7 +156,8 @@ def _origin(folder: Path, tls: bool, chunks: list[str] | None = None) -> Iterato
         assert process.stdout is not None
         port = int(process.stdout.readline())
         scheme = "https" if tls else "http"
-        yield Served(f"{scheme}://127.0.0.1:{port}/stream", context)
+        cafile = str(folder / "cert.pem") if tls else ""
+        yield Served(f"{scheme}://127.0.0.1:{port}/stream", context, cafile)
     finally:
         process.kill()
         process.wait()
@@ -196,7 +201,10 @@ def _check(cassette: Cassette, read_at: list[float]) -> None:
     """The recorded gaps are the origin's send gaps (within `TOLERANCE`), and the client
     really was held up between its first and second chunk."""
     [interaction] = read_interactions(dumps(cassette.interactions))
-    response = interaction.response
+    _check_response(interaction.response, read_at)
+
+
+def _check_response(response: Response, read_at: list[float]) -> None:
     assert response.times == "network"
     sent = _sent(response)
     assert len(sent) == EVENTS
@@ -243,6 +251,87 @@ def test_async_recording_keeps_the_network_gaps_while_the_client_holds_the_gil(
     _check(cassette, read_at)
 
 
+def _requests_get(
+    session: requests.Session, served: Served, hold: Any, read_at: list[float]
+) -> None:
+    verify: Any = True
+    if served.context is not None:
+        verify = served.cafile
+    with session.get(served.url, stream=True, verify=verify) as response:
+        for _ in response.raw.stream(None):
+            read_at.append(time.monotonic())
+            if len(read_at) == 1:
+                hold()
+
+
+def test_requests_recording_keeps_the_network_gaps_while_the_client_holds_the_gil(
+    served: Served, hold: Any, tmp_path: Path
+) -> None:
+    read_at: list[float] = []
+    path = tmp_path / "c.msgpack"
+    with replay.use_cassette(path, record_mode="all") as cassette, requests.Session() as session:
+        _requests_get(session, served, hold, read_at)
+        _requests_get(session, served, lambda: None, [])  # (a second one: stamped too)
+    first, second = read_interactions(dumps(cassette.interactions))
+    assert second.response.times == "network"
+    _check_response(first.response, read_at)
+
+
+async def _aiohttp_get(
+    session: aiohttp.ClientSession, served: Served, hold: Any, read_at: list[float]
+) -> None:
+    async with session.get(served.url, ssl=served.context or True) as response:
+        async for _ in response.content.iter_any():
+            read_at.append(time.monotonic())
+            if len(read_at) == 1:
+                hold()
+
+
+def test_aiohttp_recording_keeps_the_network_gaps_while_the_client_holds_the_gil(
+    served: Served, hold: Any, tmp_path: Path
+) -> None:
+    read_at: list[float] = []
+
+    async def main() -> None:
+        async with aiohttp.ClientSession() as session:
+            await _aiohttp_get(session, served, hold, read_at)
+            await _aiohttp_get(session, served, lambda: None, [])  # (stamped too)
+
+    with replay.use_cassette(tmp_path / "c.msgpack", record_mode="all") as cassette:
+        asyncio.run(main())
+    first, second = read_interactions(dumps(cassette.interactions))
+    assert second.response.times == "network"
+    _check_response(first.response, read_at)
+
+
+class _OwnPoolManager(urllib3.PoolManager):
+    """A pool manager of the user's own kind: its connections are read as before."""
+
+
+class _OwnConnector(aiohttp.TCPConnector):
+    """A connector of the user's own kind: its connections are read as before."""
+
+
+def test_requests_and_aiohttp_connections_replay_cannot_copy_say_the_reader_took_the_times(
+    served: Served, tmp_path: Path
+) -> None:
+    async def main() -> None:
+        async with aiohttp.ClientSession(connector=_OwnConnector()) as session:
+            await _aiohttp_get(session, served, lambda: None, [])
+
+    with replay.use_cassette(tmp_path / "c.msgpack", record_mode="all") as cassette:
+        with requests.Session() as session:
+            adapter = requests.adapters.HTTPAdapter()
+            adapter.poolmanager = _OwnPoolManager()
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+            _requests_get(session, served, lambda: None, [])
+        asyncio.run(main())
+    kept = read_interactions(dumps(cassette.interactions))
+    assert [i.response.times for i in kept] == ["reader", "reader"]
+    assert all(i.response.body.count(b": sent ") == EVENTS for i in kept)
+
+
 def test_a_patched_client_in_a_session_records_the_network_times(
     served: Served, hold: Any, tmp_path: Path
 ) -> None:
@@ -271,6 +360,24 @@ def test_without_a_stamper_the_cassette_says_the_reader_took_the_times(
         assert client.get(served.url).content.count(b": sent ") == EVENTS
     [interaction] = read_interactions(dumps(cassette.interactions))
     assert interaction.response.times == "reader"
+
+
+def test_without_a_stamper_requests_and_aiohttp_recordings_say_the_reader_took_the_times(
+    served: Served, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("REPLAY_STAMPER", "off")
+
+    async def main() -> None:
+        async with aiohttp.ClientSession() as session:
+            await _aiohttp_get(session, served, lambda: None, [])
+
+    with replay.use_cassette(tmp_path / "c.msgpack", record_mode="all") as cassette:
+        with requests.Session() as session:
+            _requests_get(session, served, lambda: None, [])
+        asyncio.run(main())
+    kept = read_interactions(dumps(cassette.interactions))
+    assert [i.response.times for i in kept] == ["reader", "reader"]
+    assert all(i.response.body.count(b": sent ") == EVENTS for i in kept)
 
 
 def _record_one(url: str, context: ssl.SSLContext | None) -> str | None:
