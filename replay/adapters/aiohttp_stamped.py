@@ -34,6 +34,7 @@ from replay.adapters import stamper
 
 __all__ = ["StampedTransport", "connect_patch", "stamped_transport", "stamping"]
 
+_PLAIN = aiohttp.StreamReader
 _STAMPING: contextvars.ContextVar[bool] = contextvars.ContextVar("replay_stamping", default=False)
 
 
@@ -116,8 +117,8 @@ class StampedTransport(asyncio.Transport):
         if payload is not self.logged:
             self.logged, self.log = payload, []
         total = getattr(payload, "total_bytes", None)
-        if stamp is not None and isinstance(total, int):
-            self.log.append((stamp, total))
+        if stamp is not None and isinstance(total, int) and type(payload) is _PLAIN:
+            self.log.append((stamp, total))  # (until the recorder swaps in its stream class)
 
     def _eof(self) -> None:
         self._unwatch()

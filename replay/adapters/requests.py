@@ -32,7 +32,12 @@ from urllib3.exceptions import DecodeError, ProtocolError, ReadTimeoutError
 from replay.adapters import routes
 from replay.adapters.netbackend import stamp_of
 from replay.adapters.reader import ThreadReader
-from replay.adapters.stamped_urllib3 import StampedSocket, stamp_of_connection, twin_adapter
+from replay.adapters.stamped_urllib3 import (
+    StampedSocket,
+    close_twin,
+    stamp_of_connection,
+    twin_adapter,
+)
 from replay.engine.ends import EndKind, error_kind
 from replay.engine.exchange import Exchange, Record, Replay, route
 from replay.engine.feed import SyncFeed
@@ -51,7 +56,8 @@ Source = Callable[[], bytes | None]
 
 
 def patches() -> list[tuple[type, str, Any]]:
-    """The patch of `HTTPAdapter.send` (see `replay.adapters`)."""
+    """The patches of `HTTPAdapter.send` (see `replay.adapters`) and `close` (its twin's
+    connections closed too)."""
     from requests.adapters import HTTPAdapter
 
     original = HTTPAdapter.send
@@ -81,7 +87,13 @@ def patches() -> list[tuple[type, str, Any]]:
             response.content  # noqa: B018 (the whole body read now, as requests' sessions do)
         return response
 
-    return [(HTTPAdapter, "send", send)]
+    original_close = HTTPAdapter.close
+
+    def close(self: Any) -> None:
+        original_close(self)
+        close_twin(self)  # (the connections its recordings opened)
+
+    return [(HTTPAdapter, "send", send), (HTTPAdapter, "close", close)]
 
 
 def _text(value: str | bytes) -> str:

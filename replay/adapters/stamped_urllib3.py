@@ -33,7 +33,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from replay.adapters import stamper
 
-__all__ = ["StampedSocket", "stamp_of_connection", "twin_adapter"]
+__all__ = ["StampedSocket", "close_twin", "stamp_of_connection", "twin_adapter"]
 
 
 class StampedSocket:
@@ -198,21 +198,31 @@ def twin_adapter(adapter: Any) -> Any:
         return adapter
     with _LOCK:
         found = _TWINS.get(adapter)
-        if found is not None and found[0] is manager:
-            return found[1]
-        twin = object.__new__(type(adapter))
-        twin.__dict__.update(adapter.__dict__)
-        twin.poolmanager = PoolManager(
-            num_pools=manager.pools._maxsize,
-            headers=manager.headers,
-            **manager.connection_pool_kw,
-        )
-        twin.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
-        _TWINS[adapter] = (manager, twin)
-        weakref.finalize(adapter, twin.poolmanager.clear)
+        if found is None or found[0] is not manager:  # (a new pool manager: a new twin)
+            pools = PoolManager(
+                num_pools=manager.pools._maxsize,
+                headers=manager.headers,
+                **manager.connection_pool_kw,
+            )
+            pools.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+            found = _TWINS[adapter] = (manager, object.__new__(type(adapter)))
+            weakref.finalize(adapter, pools.clear)
+            found[1].poolmanager = pools
+        twin = found[1]
+        state = dict(adapter.__dict__)  # (its settings as they are now: max_retries…)
+        state["poolmanager"] = twin.poolmanager
+        twin.__dict__.update(state)
         if getattr(urllib3.connection, "ssl_wrap_socket", None) is _original_wrap:
             setattr(urllib3.connection, "ssl_wrap_socket", _wrap)  # (see `_wrap`)  # noqa: B010
         return twin
+
+
+def close_twin(adapter: Any) -> None:
+    """Close the connections of the twin of `adapter` (when it has one)."""
+    with _LOCK:
+        found = _TWINS.pop(adapter, None)
+    if found is not None:
+        found[1].poolmanager.clear()
 
 
 def stamp_of_connection(connection: Any) -> StampedSocket | None:
