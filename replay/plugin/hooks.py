@@ -176,6 +176,8 @@ def _block_network(config: pytest.Config) -> None:
 
     if not option(config, "block_network", "replay_block_network"):
         return
+    if getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput"):
+        return  # pytest-xdist's controller runs no test: each worker blocks its own network
     from replay.adapters.network import block_network
 
     stack = contextlib.ExitStack()
