@@ -9,18 +9,23 @@ Three layers, all idle unless a block is active:
    and TCP with `MSG_FASTOPEN`), `socket.sendmsg` with an address — of every socket,
    `_socket.socket` used directly included, before any packet leaves. An audit hook cannot
    be removed, so it is installed once and consults the blocks active at the moment.
+   Connections opened before the block are refused on reuse (`replay.adapters.reuse`).
 3. Child Python processes. While a block is active, `ENV_BLOCK_NETWORK` (the allowed hosts)
    is set and replay's start-up hook directory is first on PYTHONPATH in `os.environ`, so a
    Python subprocess or a `multiprocessing` spawn worker blocks its own network before its
    first line runs (`replay.run.site.sitecustomize` calls `block_from_environment`). Both are
    put back as they were when the block ends.
 
+A process blocked from birth (`block_from_environment`) also says each refusal on its
+stderr as it happens, since the program may catch the error and go on.
+
 Not covered: programs that are not Python (curl, node), Python started with -S, -E or -I
 (no start-up hook), C extensions that make their own socket system calls without audit
-events (uvloop, pycurl, grpc), name resolution (a DNS lookup of a refused host may still
-reach the resolver: the connection after it is refused), and a `multiprocessing`
-forkserver started before the block (its workers are not blocked; one started during the
-block stays blocked after it).
+events (uvloop, pycurl, grpc), writes to a descriptor connected before the block that
+bypass the socket objects (`replay.adapters.reuse`), name resolution (a DNS lookup of a
+refused host may still reach the resolver: the connection after it is refused), and a
+`multiprocessing` forkserver started before the block (its workers are not blocked; one
+started during the block stays blocked after it).
 
 Loopback stays allowed unless `allowed_hosts` says otherwise, since tests talk to local
 servers.
@@ -37,7 +42,6 @@ import sys
 import threading
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
-from types import FrameType
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
@@ -159,7 +163,7 @@ def _refuse_host(host: str | None, method: str, url: str) -> None:
     if _allowed_now(host):
         return
     shown = _shown(url) if "://" in url else url
-    _refuse(NetworkBlockedError(method=method, url=shown, library=_caller_library()))
+    _refuse(NetworkBlockedError(method=method, url=shown, library=reuse.caller_library()))
 
 
 def refuse_unless_reachable(method: str, url: str) -> None:
@@ -223,41 +227,6 @@ def _stop(guard: _Guard) -> None:
         _blocks = (*_blocks[:index], *_blocks[index + 1 :])
         if not _blocks:
             reuse.stop()
-
-
-#: Modules a connection passes through that are not the client library making it.
-_PLUMBING = frozenset(
-    {
-        "socket",
-        "ssl",
-        "asyncio",
-        "selectors",
-        "concurrent",
-        "threading",
-        "contextlib",
-        "functools",
-        "anyio",
-        "sniffio",
-        "replay",
-        "trio",
-        "uvloop",
-        "_pytest",
-        "pluggy",
-    }
-)
-
-
-def _caller_library() -> str | None:
-    """The library whose code opened the connection being refused: the innermost frame's
-    module that is not plumbing (the stdlib's `http.client` or `urllib.request` by name)."""
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        name = str(frame.f_globals.get("__name__", ""))
-        top = name.partition(".")[0]
-        if top and top not in _PLUMBING:
-            return name if top in ("http", "urllib") else top
-        frame = frame.f_back
-    return None
 
 
 # -- child processes ----------------------------------------------------------------------------

@@ -26,9 +26,10 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
-__all__ = ["Refuse", "start", "stop"]
+__all__ = ["Refuse", "caller_library", "start", "stop"]
 
 #: `refuse(host, method, url)`: raise the refusal of `method` to `url` if `host` is not
 #: allowed by every active block; return if it is.
@@ -103,6 +104,41 @@ def _patch_all() -> None:
         for name, verb in (("send", "SEND"), ("sendall", "SEND"), ("sendfile", "SENDFILE")):
             _patch(cls, name, functools.partial(_send, verb=verb))
         _patch(cls, "sendmsg", _sendmsg)
+
+
+#: Modules a connection passes through that are not the client library making it.
+_PLUMBING = frozenset(
+    {
+        "socket",
+        "ssl",
+        "asyncio",
+        "selectors",
+        "concurrent",
+        "threading",
+        "contextlib",
+        "functools",
+        "anyio",
+        "sniffio",
+        "replay",
+        "trio",
+        "uvloop",
+        "_pytest",
+        "pluggy",
+    }
+)
+
+
+def caller_library() -> str | None:
+    """The library whose code opened the connection being refused: the innermost frame's
+    module that is not plumbing (the stdlib's `http.client` or `urllib.request` by name)."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        name = str(frame.f_globals.get("__name__", ""))
+        top = name.partition(".")[0]
+        if top and top not in _PLUMBING:
+            return name if top in ("http", "urllib") else top
+        frame = frame.f_back
+    return None
 
 
 def start(refuse: Refuse) -> None:
