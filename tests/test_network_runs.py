@@ -99,6 +99,7 @@ url = sys.argv[1]
 parts = urlsplit(url)
 
 def attempt(name, call):
+    print("--", name, file=sys.stderr, flush=True)
     try:
         call()
     except Exception as error:
@@ -164,10 +165,16 @@ def test_replay_run_mode_none_refuses_every_escape(
     assert lines[0] == "httpx 200"  # the cassette answered
     assert lines[1:] == [f"{name} NetworkBlockedError" for name in [*NAMES, "child"]]
     assert len(origin.requests) == 1  # the recording's, nothing since
-    # Said as it happened, naming the library, loopback included:
-    assert f"replay: GET {origin.url}{PATH} was refused" in stderr
-    assert "opened by http.client" in stderr
-    assert "opened by urllib3" in stderr
+    # Each said on stderr as it happened (before the next attempt), naming the library:
+    said = stderr.split("-- ")[1:]
+    assert [part.split()[0] for part in said] == NAMES
+    for part in said:
+        assert "\nreplay: " in part
+        assert "was refused: the network is blocked" in part
+    assert f"replay: GET {origin.url}{PATH} was refused" in said[0]
+    assert "opened by http.client" in said[1]
+    assert "opened by urllib3" in said[2]
+    assert "opened by httpcore" in said[3]
 
 
 def test_allow_host_and_ignored_hosts_let_loopback_through(

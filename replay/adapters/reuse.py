@@ -9,9 +9,9 @@ active, these patches check the host of each send:
   passes (`http.client`, `urllib.request`, urllib3, requests, botocore): its host, before a
   byte of the request is written, with the request's method and URL;
 - `socket.socket` `send`, `sendall`, `sendmsg` (without an address: with one the audit
-  hook checks it) and `sendfile`, and `ssl.SSLSocket`'s own: the peer of the socket
-  (`getpeername`), so a dup of a connected socket, a socket made from its descriptor and
-  asyncio's transports are covered too.
+  hook checks it) and `sendfile`, and `ssl.SSLSocket`'s own (`write` too): the peer of
+  the socket (`getpeername`), so a dup of a connected socket, a socket made from its
+  descriptor and asyncio's transports are covered too.
 
 The patches go on with the first block and come off with the last (`start`, `stop`): no
 cost when no block is active. `ssl` is patched if imported (a connection before the block
@@ -101,7 +101,12 @@ def _patch_all() -> None:
     if ssl is not None:
         classes.append(ssl.SSLSocket)
     for cls in classes:
-        for name, verb in (("send", "SEND"), ("sendall", "SEND"), ("sendfile", "SENDFILE")):
+        for name, verb in (
+            ("send", "SEND"),
+            ("sendall", "SEND"),
+            ("sendfile", "SENDFILE"),
+            ("write", "SEND"),  # `SSLSocket.write`, its old API (a plain socket has none)
+        ):
             _patch(cls, name, functools.partial(_send, verb=verb))
         _patch(cls, "sendmsg", _sendmsg)
 
