@@ -22,6 +22,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import aiohttp
+import httpcore
 import httpx
 import pytest
 import requests
@@ -102,6 +103,21 @@ def test_httpx_client(origin: Origin) -> None:
     assert refused.url == origin.url + PATH
 
 
+def test_httpcore_pool(origin: Origin) -> None:
+    with httpcore.ConnectionPool() as pool:
+
+        def use() -> None:
+            pool.request("GET", origin.url + PATH)
+
+        refused = (replay.NetworkBlockedError, httpcore.NetworkError)  # httpcore wraps it
+        use()
+        hits = len(origin.requests)
+        with replay.block_network(allowed_hosts=()), pytest.raises(refused) as caught:
+            use()
+        assert len(origin.requests) == hits
+    assert _refusal(caught.value).url.startswith("127.0.0.1:")
+
+
 def test_aiohttp_session(origin: Origin) -> None:
     async def main() -> replay.NetworkBlockedError:
         async with aiohttp.ClientSession() as session:
@@ -164,6 +180,17 @@ def test_a_socket_connected_before_the_block_cannot_send(
     connected.sendall(REQUEST)  # the block is over: the same socket sends again
     assert connected.recv(12).startswith(b"HTTP/1.")
     assert len(origin.requests) == 1  # that one only
+
+
+def test_nor_read_what_it_might_have_sent(origin: Origin, connected: socket.socket) -> None:
+    # (a client that goes on after a failed write, as httpcore does, would wait forever)
+    refused = pytest.raises(replay.NetworkBlockedError, match=r"^RECV 127\.0\.0\.1:")
+    with replay.block_network(allowed_hosts=()):
+        with refused:
+            connected.recv(16)
+        with refused:
+            connected.recv_into(bytearray(16))
+    assert origin.requests == []
 
 
 def test_sendfile_on_a_socket_connected_before_the_block(

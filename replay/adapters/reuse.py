@@ -11,7 +11,7 @@ active, these patches check the host of each send:
 - `socket.socket` `send`, `sendall`, `sendmsg` (without an address: with one the audit
   hook checks it) and `sendfile`, and `ssl.SSLSocket`'s own (`write` too): the peer of
   the socket (`getpeername`), so a dup of a connected socket, a socket made from its
-  descriptor and asyncio's transports are covered too.
+  descriptor and asyncio's transports are covered too. Its reads (`recv`…) as well.
 
 The patches go on with the first block and come off with the last (`start`, `stop`): no
 cost when no block is active. `ssl` is patched if imported (a connection before the block
@@ -54,12 +54,12 @@ def _peer_check(sock: Any, verb: str) -> None:
     check(host, verb, f"{host}:{peer[1]}")
 
 
-def _send(original: Callable[..., Any], verb: str) -> Callable[..., Any]:
-    def send(self: Any, *args: Any, **kwargs: Any) -> Any:
+def _checked(original: Callable[..., Any], verb: str) -> Callable[..., Any]:
+    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
         _peer_check(self, verb)
         return original(self, *args, **kwargs)
 
-    return send
+    return checked
 
 
 def _sendmsg(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -92,6 +92,11 @@ def _patch(cls: type, name: str, wrap: Callable[[Any], Any]) -> None:
     setattr(cls, name, wrap(original))
 
 
+#: The reads refused too: a client that ignores a failed write (as httpcore does, to read a
+#: server's early answer) would otherwise wait for an answer to a request never sent.
+_RECEIVES = ("recv", "recv_into", "recvfrom", "recvfrom_into", "recvmsg", "recvmsg_into", "read")
+
+
 def _patch_all() -> None:
     import http.client
 
@@ -106,8 +111,9 @@ def _patch_all() -> None:
             ("sendall", "SEND"),
             ("sendfile", "SENDFILE"),
             ("write", "SEND"),  # `SSLSocket.write`, its old API (a plain socket has none)
+            *((name, "RECV") for name in _RECEIVES),
         ):
-            _patch(cls, name, functools.partial(_send, verb=verb))
+            _patch(cls, name, functools.partial(_checked, verb=verb))
         _patch(cls, "sendmsg", _sendmsg)
 
 
