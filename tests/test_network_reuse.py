@@ -115,7 +115,7 @@ def test_httpcore_pool(origin: Origin) -> None:
         with replay.block_network(allowed_hosts=()), pytest.raises(refused) as caught:
             use()
         assert len(origin.requests) == hits
-    assert _refusal(caught.value).url.startswith("127.0.0.1:")
+    assert "127.0.0.1:" in _refusal(caught.value).url  # by its request, or its socket
 
 
 def test_aiohttp_session(origin: Origin) -> None:

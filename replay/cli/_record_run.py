@@ -46,11 +46,11 @@ def add_verbs(verbs: Verbs) -> None:
         verbs,
         "run",
         "run a Python program with its traffic served from a cassette",
-        "Run CMD with every httpx, httpx2, requests and aiohttp request answered from "
-        "CASSETTE: offline regression from the command line. With --mode none (default) it "
-        "never touches the network: a request the cassette cannot answer fails in the "
-        "program, and any other connection (urllib, http.client, urllib3, httpcore, raw "
-        "sockets, in CMD and in the Python processes it starts) fails with "
+        "Run CMD with every httpx, httpx2, httpcore, requests and aiohttp request answered "
+        "from CASSETTE: offline regression from the command line. With --mode none "
+        "(default) it never touches the network: a request the cassette cannot answer "
+        "fails in the program, and any other connection (urllib, http.client, urllib3 "
+        "alone, raw sockets, in CMD and in the Python processes it starts) fails with "
         "NetworkBlockedError, said on stderr as it happens; loopback too, unless "
         "--allow-host or --ignore-host/--ignore-localhost lets it through.",
         "replay run cassettes/app.msgpack --speed 10x -- python app.py",
