@@ -55,13 +55,17 @@ def httpx_sync(path: Path, timeout: float, speed: object = "virtual") -> tuple[l
 
 async def httpx_async(path: Path, timeout: float) -> tuple[list[bytes], float]:
     got: list[bytes] = []
+
+    async def read(client: httpx.AsyncClient) -> None:
+        async with client.stream("GET", URL) as response:
+            async for chunk in response.aiter_raw():
+                got.append(chunk)
+
     async with httpx.AsyncClient(timeout=timeout) as client:
         with session(path):
             started = time.monotonic()
             with pytest.raises(httpx.ReadTimeout):
-                async with client.stream("GET", URL) as response:
-                    async for chunk in response.aiter_raw():
-                        got.append(chunk)
+                await read(client)
             return got, time.monotonic() - started
 
 
@@ -106,14 +110,18 @@ def test_aiohttp_gets_its_socket_read_timeout(tmp_path: Path) -> None:
 
     async def main() -> tuple[list[bytes], float]:
         got: list[bytes] = []
+
+        async def read(client: aiohttp.ClientSession) -> None:
+            async with client.get(URL) as response:
+                async for chunk in response.content.iter_any():
+                    got.append(chunk)
+
         timeout = aiohttp.ClientTimeout(sock_read=1)
         async with aiohttp.ClientSession(timeout=timeout) as client:
             with session(path):
                 started = time.monotonic()
                 with pytest.raises(aiohttp.ServerTimeoutError):
-                    async with client.get(URL) as response:
-                        async for chunk in response.content.iter_any():
-                            got.append(chunk)
+                    await read(client)
                 return got, time.monotonic() - started
 
     got, waited = asyncio.run(main())

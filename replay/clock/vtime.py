@@ -43,7 +43,9 @@ Limits, honestly:
   What a due timer sets off runs for up to 100 turns of the loop before the skip goes on.
 - Code that bound a clock function before the patch (`from time import monotonic`, a
   default argument `clock=time.monotonic`) keeps the real clock: pytest's timers are such
-  code; trio's clock sees only the replay's skips (a `trio.testing.MockClock` is left as it is).
+  code; trio's clock sees only the replay's skips (a `trio.testing.MockClock` is left as it is)
+  and passes the process's computing and preemption as real time does: on a busy machine a
+  trio deadline can come that much early against the chunks.
 - C code reads the system clock itself: `datetime.now()`, `time.clock_gettime()`, the
   timeouts of `select` and `socket`, uvloop's loop time and C extensions see real time.
 - A busy-wait that polls the clock without ever sleeping or blocking never sees time

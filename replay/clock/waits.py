@@ -27,7 +27,7 @@ _TURNS = 100
 
 
 def library() -> str | None:
-    """"asyncio" or "trio": the async library running this thread (None: neither)."""
+    """ "asyncio" or "trio": the async library running this thread (None: neither)."""
     asyncio = sys.modules.get("asyncio")
     if asyncio is not None and asyncio._get_running_loop() is not None:
         return "asyncio"
@@ -76,15 +76,17 @@ async def _skip_asyncio(
         return
     target = now() + seconds
     for _ in range(_TURNS * _TURNS):  # (a client re-arming a due timer forever is let go)
+        # What is ready runs first (a task about to set a timer, a timer just due, and what
+        # it set off), until the loop has nothing ready; then on to the next timer.
+        await asyncio.sleep(0)
+        for _ in range(_TURNS):
+            if not ready:
+                break
+            await asyncio.sleep(0)
         due = min((h.when() for h in scheduled if not h.cancelled()), default=math.inf)
         if due >= target:
             break
         advance(max(0.0, due - now()))
-        await asyncio.sleep(0)  # the loop moves the timer to its ready queue, then runs it
-        for _ in range(_TURNS):  # and what it set off, until the loop has nothing ready
-            if not ready:
-                break
-            await asyncio.sleep(0)
     advance(max(0.0, target - now()))
     await asyncio.sleep(0)
 
@@ -95,13 +97,13 @@ async def _skip_trio(seconds: float, advance: Callable[[float], None]) -> None:
     movable = hasattr(clock, "offset")  # trio's SystemClock: `perf_counter() + offset`
     left = seconds
     for _ in range(_TURNS * _TURNS):  # (a client re-arming a due deadline forever is let go)
+        await _settle_trio(trio)  # what is runnable first (a task about to set a deadline)
         due = trio.lowlevel.current_statistics().seconds_to_next_deadline if movable else left
         if due >= left:
             break
         step = max(0.0, due)
         _move_trio(clock, step, advance)
         left -= step
-        await _settle_trio(trio)
     _move_trio(clock, left, advance)
     await trio.lowlevel.checkpoint()
 
@@ -113,9 +115,9 @@ def _move_trio(clock: Any, seconds: float, advance: Callable[[float], None]) -> 
 
 
 async def _settle_trio(trio: Any) -> None:
-    """Let trio run the tasks a deadline woke, and what they set off: two checkpoints see
-    out the batch this task ran in (trio runs a batch in a random order), and so on until
-    nothing else is runnable."""
+    """Let trio run what is runnable (the tasks a deadline woke, and what they set off): two
+    checkpoints see out the batch this task ran in (trio runs a batch in a random order),
+    and so on until nothing else is runnable."""
     for _ in range(_TURNS):
         await trio.lowlevel.checkpoint()
         await trio.lowlevel.checkpoint()
