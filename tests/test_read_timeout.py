@@ -152,3 +152,17 @@ def test_on_the_real_clock_a_week_long_gap_ends_after_the_timeout(tmp_path: Path
 
     assert got == [FIRST]
     assert REAL_MONOTONIC() - started < 10  # (it hung for a week: any bound says it ended)
+
+
+def test_httpx2_gets_its_own_read_timeout(tmp_path: Path) -> None:
+    httpx2 = pytest.importorskip("httpx2")
+    got: list[bytes] = []
+
+    with session(cassette(tmp_path, gap=WEEK)), httpx2.Client(timeout=1) as client:
+        started = time.monotonic()
+        with pytest.raises(httpx2.ReadTimeout), client.stream("GET", URL) as response:
+            got.extend(response.iter_raw())
+        waited = time.monotonic() - started
+
+    assert got == [FIRST]
+    assert 1.0 <= waited < 1.5
