@@ -39,6 +39,7 @@ from yarl import URL
 
 from replay.adapters import routes as _routes
 from replay.adapters.aiohttp_record import record, unchecked
+from replay.adapters.network import refuse_unless_reachable
 from replay.engine.ends import EndKind, error_kind
 from replay.engine.exchange import Desk, Live, Record, route
 from replay.engine.playing import Playing
@@ -67,9 +68,17 @@ _FEEDERS: set[asyncio.Task[None]] = set()  # strong references to the running fe
 
 def patches() -> list[tuple[type, str, Any]]:
     """The patch of `aiohttp.ClientSession._request` that routes requests to sessions."""
-    original: _Send = aiohttp.ClientSession._request
+    unguarded: _Send = aiohttp.ClientSession._request
 
-    @functools.wraps(original)
+    async def original(
+        self: aiohttp.ClientSession, method: str, str_or_url: Any, **kwargs: Any
+    ) -> aiohttp.ClientResponse:
+        # The network guard: a block refuses it by its URL, pooled connection or new.
+        __tracebackhide__ = hide_for_replay_errors
+        refuse_unless_reachable(method, _full_url(self, str_or_url))
+        return await unguarded(self, method, str_or_url, **kwargs)
+
+    @functools.wraps(unguarded)
     async def _request(
         self: aiohttp.ClientSession, method: str, str_or_url: Any, **kwargs: Any
     ) -> aiohttp.ClientResponse:
@@ -80,6 +89,15 @@ def patches() -> list[tuple[type, str, Any]]:
         return await _handle(session, self, original, method, str_or_url, kwargs)
 
     return [(aiohttp.ClientSession, "_request", _request)]
+
+
+def _full_url(client: aiohttp.ClientSession, target: Any) -> str:
+    """The URL a request of `client` to `target` goes to (the session's base URL joined)."""
+    build = getattr(client, "_build_url", None)
+    try:
+        return str(build(target) if build is not None else URL(str(target)))
+    except (TypeError, ValueError):
+        return str(target)
 
 
 async def _handle(

@@ -29,6 +29,7 @@ from urllib3._collections import HTTPHeaderDict  # (urllib3 1.x has it there too
 from urllib3.exceptions import DecodeError, ProtocolError, ReadTimeoutError
 
 from replay.adapters import routes
+from replay.adapters.network import refuse_unless_reachable
 from replay.adapters.reader import ThreadReader
 from replay.engine.ends import EndKind, error_kind
 from replay.engine.exchange import Exchange, Record, Replay, route
@@ -51,7 +52,13 @@ def patches() -> list[tuple[type, str, Any]]:
     """The patch of `HTTPAdapter.send` (see `replay.adapters`)."""
     from requests.adapters import HTTPAdapter
 
-    original = HTTPAdapter.send
+    unguarded = HTTPAdapter.send
+
+    def original(self: Any, request: Any, *args: Any, **kw: Any) -> Any:
+        # The network guard: a block refuses it by its URL, pooled connection or new.
+        __tracebackhide__ = hide_for_replay_errors
+        refuse_unless_reachable(request.method or "GET", request.url or "")
+        return unguarded(self, request, *args, **kw)
 
     def send(
         self: Any, request: Any, stream: bool = False, timeout: Any = None, *args: Any, **kw: Any
