@@ -186,11 +186,28 @@ def test_nor_read_what_it_might_have_sent(origin: Origin, connected: socket.sock
     # (a client that goes on after a failed write, as httpcore does, would wait forever)
     refused = pytest.raises(replay.NetworkBlockedError, match=r"^RECV 127\.0\.0\.1:")
     with replay.block_network(allowed_hosts=()):
+        with pytest.raises(replay.NetworkBlockedError, match=r"^SEND "):
+            connected.sendall(REQUEST)
         with refused:
             connected.recv(16)
         with refused:
             connected.recv_into(bytearray(16))
     assert origin.requests == []
+
+
+def test_a_socket_whose_send_was_not_refused_reads_on() -> None:
+    # (a server in this process reads what a peer the block does not allow sent it)
+    with (
+        socket.create_server(("127.0.0.1", 0)) as server,
+        socket.create_connection(server.getsockname()[:2], timeout=10) as client,
+    ):
+        accepted, _ = server.accept()
+        with accepted:
+            client.sendall(b"ping")
+            with replay.block_network(allowed_hosts=()):
+                assert accepted.recv(4) == b"ping"
+                with pytest.raises(replay.NetworkBlockedError, match=r"^SEND "):
+                    accepted.sendall(b"pong")
 
 
 def test_sendfile_on_a_socket_connected_before_the_block(

@@ -11,7 +11,9 @@ active, these patches check the host of each send:
 - `socket.socket` `send`, `sendall`, `sendmsg` (without an address: with one the audit
   hook checks it) and `sendfile`, and `ssl.SSLSocket`'s own (`write` too): the peer of
   the socket (`getpeername`), so a dup of a connected socket, a socket made from its
-  descriptor and asyncio's transports are covered too. Its reads (`recv`…) as well.
+  descriptor and asyncio's transports are covered too. Its reads (`recv`…) too, once one of
+  its sends was refused (see `_RECEIVES`); the reads of other sockets, a server's in this
+  process among them, go on.
 
 The patches go on with the first block and come off with the last (`start`, `stop`): no
 cost when no block is active. `ssl` is patched if imported (a connection before the block
@@ -25,6 +27,7 @@ import functools
 import socket
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -39,6 +42,8 @@ _INTERNET = (socket.AF_INET, socket.AF_INET6)
 _lock = threading.Lock()
 _originals: list[tuple[type, str, Any]] = []
 _check: Refuse | None = None
+#: The sockets a send was refused on: their reads are refused too.
+_refused: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def _peer_check(sock: Any, verb: str) -> None:
@@ -51,12 +56,26 @@ def _peer_check(sock: Any, verb: str) -> None:
     except OSError:
         return  # not connected: the send itself fails (or its address was audited)
     host = str(peer[0])
-    check(host, verb, f"{host}:{peer[1]}")
+    try:
+        check(host, verb, f"{host}:{peer[1]}")
+    except BaseException:
+        if verb != "RECV":
+            _refused.add(sock)
+        raise
 
 
 def _checked(original: Callable[..., Any], verb: str) -> Callable[..., Any]:
     def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
         _peer_check(self, verb)
+        return original(self, *args, **kwargs)
+
+    return checked
+
+
+def _read_checked(original: Callable[..., Any]) -> Callable[..., Any]:
+    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self in _refused:
+            _peer_check(self, "RECV")
         return original(self, *args, **kwargs)
 
     return checked
@@ -92,8 +111,10 @@ def _patch(cls: type, name: str, wrap: Callable[[Any], Any]) -> None:
     setattr(cls, name, wrap(original))
 
 
-#: The reads refused too: a client that ignores a failed write (as httpcore does, to read a
-#: server's early answer) would otherwise wait for an answer to a request never sent.
+#: The reads refused on a socket whose send was refused: a client that ignores a failed write
+#: (as httpcore does, to read a server's early answer) would otherwise wait for an answer to
+#: a request never sent. Other sockets read on (a server in this process answering a peer
+#: the block does not allow reads its requests; its answers are refused).
 _RECEIVES = ("recv", "recv_into", "recvfrom", "recvfrom_into", "recvmsg", "recvmsg_into", "read")
 
 
@@ -111,9 +132,10 @@ def _patch_all() -> None:
             ("sendall", "SEND"),
             ("sendfile", "SENDFILE"),
             ("write", "SEND"),  # `SSLSocket.write`, its old API (a plain socket has none)
-            *((name, "RECV") for name in _RECEIVES),
         ):
             _patch(cls, name, functools.partial(_checked, verb=verb))
+        for name in _RECEIVES:
+            _patch(cls, name, _read_checked)
         _patch(cls, "sendmsg", _sendmsg)
 
 
@@ -166,6 +188,7 @@ def stop() -> None:
     global _check
     with _lock:
         _check = None
+        _refused.clear()
         for cls, name, original in reversed(_originals):
             if original is None:
                 delattr(cls, name)
