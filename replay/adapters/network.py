@@ -36,7 +36,6 @@ import socket
 import sys
 import threading
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from pathlib import Path
 from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
@@ -64,9 +63,6 @@ LOOPBACK: frozenset[str] = frozenset({"localhost", "127.0.0.1", "::1"})
 ENV_BLOCK_NETWORK = "REPLAY_BLOCK_NETWORK"
 """Set while a block is active: the hosts still allowed, as a JSON list. A Python process
 started with it (and replay's hook on PYTHONPATH) blocks its network for its whole life."""
-
-#: The directory of replay's `sitecustomize` (`replay.run.site`, not imported here).
-_HOOK_DIRECTORY = str(Path(__file__).resolve().parent.parent / "run" / "site")
 
 
 def host_names(hosts: Iterable[str]) -> frozenset[str]:
@@ -207,33 +203,29 @@ def _caller_library() -> str | None:
 
 
 class _ChildEnvironment:
-    """The variables a block puts in `os.environ` for child processes, and their undoing."""
+    """A block carried into the Python processes started while it is active, however they
+    start (`replay.run.descendants`: the environment, a Popen's env of its own, the
+    preparation data of `multiprocessing` workers); `restore` ends that."""
 
     def __init__(self, allowed_hosts: frozenset[str]) -> None:
-        saved_path = os.environ.get("PYTHONPATH")
-        entries = [entry for entry in (saved_path or "").split(os.pathsep) if entry]
-        self._saved = {
-            ENV_BLOCK_NETWORK: os.environ.get(ENV_BLOCK_NETWORK),
-            "PYTHONPATH": saved_path,
-        }
-        self._set = {
-            ENV_BLOCK_NETWORK: json.dumps(sorted(allowed_hosts)),
-            "PYTHONPATH": os.pathsep.join(
-                [_HOOK_DIRECTORY, *(entry for entry in entries if entry != _HOOK_DIRECTORY)]
-            ),
-        }
-        os.environ.update(self._set)
+        from replay.run.descendants import carry
+
+        settings = {ENV_BLOCK_NETWORK: json.dumps(sorted(allowed_hosts))}
+        self._carrier = carry(settings, arrive="replay.adapters.network:_arrive")
 
     def restore(self) -> None:
-        """Put back what was there before; a variable changed since stays as it is now."""
-        for name, value in self._set.items():
-            if os.environ.get(name) != value:
-                continue
-            previous = self._saved[name]
-            if previous is None:
-                del os.environ[name]
-            else:
-                os.environ[name] = previous
+        """Carry the block no further (the environment is put back as it was)."""
+        self._carrier.end()
+
+
+#: The blocks this process started from its settings (`_arrive`): each once.
+_arrived: set[str] = set()
+
+
+def _arrive(settings: Mapping[str, str], payload: object) -> None:
+    """In a `multiprocessing` worker started during a block: block its network too (unless
+    its start-up hook did)."""
+    block_from_environment(settings)
 
 
 @contextlib.contextmanager
@@ -272,5 +264,10 @@ def block_from_environment(environ: Mapping[str, str] | None = None) -> bool:
         hosts = None
     if not isinstance(hosts, list) or not all(isinstance(host, str) for host in hosts):
         raise ConfigurationError(f"{ENV_BLOCK_NETWORK} must be a JSON list of hosts, not {text!r}")
-    _start(_Guard(host_names(hosts)))
+    if text in _arrived:  # (the start-up hook, then the `multiprocessing` preparation data)
+        return True
+    _arrived.add(text)
+    guard = _Guard(host_names(hosts))
+    _start(guard)
+    _ChildEnvironment(guard.allowed_hosts)  # for this process's whole life
     return True

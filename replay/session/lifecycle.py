@@ -45,6 +45,7 @@ from replay.errors import (
 )
 from replay.matching import DEFAULT_MATCH_ON, Matcher
 from replay.model import Interaction, Request
+from replay.run.settings import carry_session
 from replay.session.args import (
     VIRTUAL,
     clocks_for,
@@ -62,6 +63,7 @@ from replay.store.cassette import Cassette
 if TYPE_CHECKING:
     from replay.engine.recorder import Recording, Tape
     from replay.faults import FaultLike
+    from replay.run.descendants import Carrier
     from replay.store.journal import Journal
 
 __all__ = [
@@ -102,6 +104,10 @@ class CassetteSession(SeenInUse):
         self._last_player: Player | None = None
         self._last_tape: Tape | None = None
         self._journal: Journal | None = None
+        self._carrier: Carrier | None = None
+        self.carries = True  #: into the processes started inside it
+        self._descendant = False  # a child process's: parts only, merged by the parent
+        self._refusal: str | None = None
         #: Whether the last exit wrote the cassette file.
         self.saved = False
 
@@ -119,6 +125,10 @@ class CassetteSession(SeenInUse):
     def __enter__(self) -> Cassette:
         cassette = self._open()
         patch.install(self)
+        if self.carries:  # into the processes started inside (`replay.run.descendants`)
+            self._carrier = carry_session(
+                self.path, self.record_mode, self._speed_used, self.options, self.after_fork
+            )
         watcher = current().watcher
         if watcher is not None:
             watcher.entered(self)
@@ -166,7 +176,11 @@ class CassetteSession(SeenInUse):
         ):
             self._use_speed(default_speed)
         self.record_mode = mode = in_force(self.options.record_mode)
-        interactions, existed, self._may_replay, self._may_record = load_for(self.path, mode)
+        interactions, existed, self._may_replay, self._may_record = load_for(
+            self.path, mode, recover_left=not self._descendant
+        )
+        if self._refusal is not None and self._may_record:
+            self._may_replay, self._may_record = True, False  # refused: see `refuse_recording`
         self._existed = existed
         self._loaded = len(interactions)
         cassette = self._start(interactions)
@@ -187,6 +201,8 @@ class CassetteSession(SeenInUse):
             self._journal, self._tape = open_tape(
                 self.path, cassette, options.redactor, self._replacing(), self._existed
             )
+            if self._descendant:
+                self._journal.make_immediate()
         # Only what was loaded replays: what this session records is not played back to it.
         self._player = Player(
             cassette,
@@ -204,6 +220,9 @@ class CassetteSession(SeenInUse):
         return self.options.match_on if self.record_mode == "all" else None
 
     def _close(self) -> None:
+        carrier, self._carrier = self._carrier, None
+        if carrier is not None:
+            carrier.end()
         if on_virtual_time(self.clock):
             self.clock.__exit__(None, None, None)
         cassette, player = self.cassette, self._player
@@ -214,7 +233,7 @@ class CassetteSession(SeenInUse):
         self._last_player = player
         player.settle()
         journal, self._journal = self._journal, None
-        self.saved = save(self.path, cassette, journal, self._replacing())
+        self.saved = save(self.path, cassette, journal, self._replacing(), self._descendant)
         watcher = current().watcher
         if watcher is not None:
             watcher.left(self)
@@ -224,11 +243,23 @@ class CassetteSession(SeenInUse):
 
     def after_fork(self) -> None:
         """In a forked child: forget what the parent recorded (the parent saves it) and its
-        streams in flight (their threads did not survive the fork)."""
+        streams in flight (their threads did not survive the fork); become a descendant."""
         if self.cassette is not None:
             self.cassette.recorded.clear()
         if self._tape is not None:
             self._tape.forget()
+        self.become_descendant()
+
+    def become_descendant(self) -> None:
+        """Record as a child process of the session's: keep each recording in parts as it
+        finishes, for the parent to merge (`replay.store.journal`), never merging here."""
+        self._descendant = True
+        if self._journal is not None:
+            self._journal.make_immediate()
+
+    def refuse_recording(self, reason: str) -> None:
+        """From the next use on, refuse what would be recorded (`CassetteMismatchError`)."""
+        self._refusal = reason
 
     def __call__(self, function: F) -> F:
         """Decorate a sync or async function: each call runs inside a fresh session."""
@@ -280,7 +311,7 @@ class CassetteSession(SeenInUse):
             raise_bare(ConfigurationError(f"cassette {str(self.path)!r} is no longer in use"))
         if self._may_record:
             return player.find(request)
-        reason = why_not_recorded(self.record_mode)
+        reason = self._refusal or why_not_recorded(self.record_mode)
         if not self._existed:  # a typo in the path, most likely: say so before anything else
             reason = f"The cassette file {str(self.path)!r} does not exist. {reason}"
         return player.take(request, reason=reason)

@@ -1,0 +1,193 @@
+"""The settings of a cassette session, as environment variables, and carrying a session into
+the processes it starts.
+
+`replay record` / `replay run` start their program with these variables (`settings_environment`);
+replay's start-up hook (`replay.run.site.sitecustomize`) starts a session from them. A
+`use_cassette` session carries itself into the Python processes started inside it
+(`carry_session`, through `replay.run.descendants`): the same variables, marked
+`ENV_DESCENDANT`, and its options themselves for a `multiprocessing` worker when they pickle.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from replay.clock import SpeedLike, format_speed, parse_speed
+from replay.matching import DEFAULT_MATCH_ON
+from replay.run.descendants import Carrier, carry
+from replay.session.options import SessionOptions
+
+__all__ = [
+    "ENV_ALLOW_REPEATS",
+    "ENV_CASSETTE",
+    "ENV_DESCENDANT",
+    "ENV_FAULTS",
+    "ENV_IGNORE_HOSTS",
+    "ENV_IGNORE_LOCALHOST",
+    "ENV_MATCH_ON",
+    "ENV_PARTS_DIR",
+    "ENV_REACH_DIR",
+    "ENV_RECORD_MODE",
+    "ENV_REDACT_HEADERS",
+    "ENV_REDACT_QUERY",
+    "ENV_SPEED",
+    "ENV_STATUS_FD",
+    "ENV_UNCARRIED",
+    "SESSION_NAMES",
+    "carry_session",
+    "settings_environment",
+    "speed_text",
+]
+
+ENV_CASSETTE = "REPLAY_CASSETTE"
+"""The cassette (an absolute path); without it the hook does nothing. With `ENV_PARTS_DIR`
+the processes record into parts, and this is the file the parent merges them into."""
+ENV_RECORD_MODE = "REPLAY_RECORD_MODE"
+"""The record mode: none, once, new_episodes or all."""
+ENV_SPEED = "REPLAY_SPEED"
+"""The replay speed, as `use_cassette` reads it ("instant", "1", "10x", "virtual")."""
+ENV_FAULTS = "REPLAY_FAULTS"
+"""The faults to apply at replay: a JSON list of specs (`replay.faults.parse` reads each)."""
+ENV_STATUS_FD = "REPLAY_STATUS_FD"
+"""A writable file descriptor for progress lines (recording with a terminal only)."""
+ENV_IGNORE_HOSTS = "REPLAY_IGNORE_HOSTS"
+"""Hosts whose requests go live, unrecorded: a JSON list (`use_cassette`'s `ignore_hosts`)."""
+ENV_IGNORE_LOCALHOST = "REPLAY_IGNORE_LOCALHOST"
+""""1": loopback hosts go live, unrecorded, too."""
+ENV_PARTS_DIR = "REPLAY_PARTS_DIR"
+"""If set, each process records into a cassette of its own there (see `replay.run.site`)."""
+ENV_REACH_DIR = "REPLAY_REACH_DIR"
+"""If set, each process writes there, as it ends, how many requests went through its
+session: the parent can then tell a program that never loaded replay (no file) from one
+whose requests went elsewhere (zero) (`replay.run.report.Reach`)."""
+ENV_DESCENDANT = "REPLAY_DESCENDANT"
+""""1": this process was started by one with a session (a child): it keeps each recording
+in parts beside the cassette as it finishes, and leaves them for its parent to merge."""
+ENV_MATCH_ON = "REPLAY_MATCH_ON"
+"""The matchers, a JSON list of names (default: `replay.matching.DEFAULT_MATCH_ON`)."""
+ENV_REDACT_HEADERS = "REPLAY_REDACT_HEADERS"
+"""Header names redacted besides the defaults: a JSON list."""
+ENV_REDACT_QUERY = "REPLAY_REDACT_QUERY"
+"""Query parameter (and body field) names redacted besides the defaults: a JSON list."""
+ENV_ALLOW_REPEATS = "REPLAY_ALLOW_REPEATS"
+""""1": one recorded interaction may answer several requests."""
+ENV_UNCARRIED = "REPLAY_UNCARRIED"
+"""What of the parent's session could not be passed on by name (a `before_record` hook,
+matchers that are callables): a JSON list. A child given only the names refuses to record
+(a hook it cannot run would leave its recordings less redacted than the parent's)."""
+
+#: The names a session's settings use (what a process with a session passes on).
+SESSION_NAMES = (
+    ENV_CASSETTE,
+    ENV_RECORD_MODE,
+    ENV_SPEED,
+    ENV_FAULTS,
+    ENV_IGNORE_HOSTS,
+    ENV_IGNORE_LOCALHOST,
+    ENV_PARTS_DIR,
+    ENV_REACH_DIR,
+    ENV_DESCENDANT,
+    ENV_MATCH_ON,
+    ENV_REDACT_HEADERS,
+    ENV_REDACT_QUERY,
+    ENV_ALLOW_REPEATS,
+    ENV_UNCARRIED,
+)
+
+#: The function that starts a carried session in a `multiprocessing` worker.
+ARRIVE = "replay.run.site:arrive"
+
+
+def speed_text(speed: SpeedLike) -> str:
+    """A speed as `ENV_SPEED` holds it."""
+    if isinstance(speed, str) and speed.strip().lower() == "virtual":
+        return "virtual"
+    return format_speed(parse_speed(speed))
+
+
+def settings_environment(
+    cassette: Path,
+    *,
+    record_mode: str,
+    speed: str,
+    status_fd: int | None = None,
+    parts_dir: Path | None = None,
+    faults: Sequence[str] = (),
+    ignore_hosts: Sequence[str] = (),
+    ignore_localhost: bool = False,
+    reach_dir: Path | None = None,
+) -> Mapping[str, str]:
+    """The `ENV_*` variables that make the hook start a session with these settings.
+
+    `faults` are specs (`repr` of a `replay.faults` value), parsed again by the child.
+    """
+    settings = {
+        ENV_CASSETTE: str(cassette.resolve()),
+        ENV_RECORD_MODE: record_mode,
+        ENV_SPEED: speed,
+    }
+    if faults:
+        settings[ENV_FAULTS] = json.dumps(list(faults))
+    if ignore_hosts:
+        settings[ENV_IGNORE_HOSTS] = json.dumps(list(ignore_hosts))
+    if ignore_localhost:
+        settings[ENV_IGNORE_LOCALHOST] = "1"
+    if status_fd is not None:
+        settings[ENV_STATUS_FD] = str(status_fd)
+    if parts_dir is not None:
+        settings[ENV_PARTS_DIR] = str(parts_dir.resolve())
+    if reach_dir is not None:
+        settings[ENV_REACH_DIR] = str(reach_dir.resolve())
+    return settings
+
+
+def _option_settings(options: SessionOptions) -> dict[str, str]:
+    """What of `options` the names carry (beyond the cassette, mode and speed)."""
+    settings: dict[str, str] = {}
+    uncarried = []
+    names = [name for name in options.match_on if isinstance(name, str)]
+    if len(names) < len(options.match_on):
+        uncarried.append("match_on")
+    if tuple(names) != DEFAULT_MATCH_ON:
+        settings[ENV_MATCH_ON] = json.dumps(names)
+    redactor = options.redactor
+    if redactor.headers:
+        settings[ENV_REDACT_HEADERS] = json.dumps(sorted(redactor.headers))
+    if redactor.query_parameters:
+        settings[ENV_REDACT_QUERY] = json.dumps(sorted(redactor.query_parameters))
+    if redactor.hook is not None:
+        uncarried.append("before_record")
+    if uncarried:
+        settings[ENV_UNCARRIED] = json.dumps(uncarried)
+    specs = [repr(fault) for fault in options.faults if getattr(fault, "where", None) is None]
+    if specs:
+        settings[ENV_FAULTS] = json.dumps(specs)
+    if options.ignore_hosts:
+        settings[ENV_IGNORE_HOSTS] = json.dumps(sorted(options.ignore_hosts))
+    if options.ignore_localhost:
+        settings[ENV_IGNORE_LOCALHOST] = "1"
+    if options.allow_playback_repeats:
+        settings[ENV_ALLOW_REPEATS] = "1"
+    return settings
+
+
+def carry_session(
+    path: Path,
+    record_mode: str,
+    speed: SpeedLike,
+    options: SessionOptions,
+    forked: Callable[[], None],
+) -> Carrier:
+    """Carry a `use_cassette` session into the processes started until the carrier ends:
+    its settings by name, its `options` for `multiprocessing` workers (`forked`: what a
+    forked child does with the session it has a copy of)."""
+    settings = {
+        ENV_CASSETTE: str(path.resolve()),
+        ENV_RECORD_MODE: record_mode,
+        ENV_SPEED: speed_text(speed),
+        ENV_DESCENDANT: "1",
+        **_option_settings(options),
+    }
+    return carry(settings, arrive=ARRIVE, payload=options, forked=forked)
