@@ -36,6 +36,7 @@ import inspect
 import os
 import pickle
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -65,11 +66,13 @@ class Carrier:
         arrive: str,
         payload: object,
         forked: Callable[[], None] | None,
+        yields_to: str | None,
     ) -> None:
         self.settings = dict(settings)
         self.arrive = arrive
         self.payload = payload
         self.forked = forked
+        self.yields_to = yields_to
 
     def end(self) -> None:
         """Carry these settings no further (the environment is put back as it was)."""
@@ -85,6 +88,7 @@ def carry(
     arrive: str,
     payload: object = None,
     forked: Callable[[], None] | None = None,
+    yields_to: str | None = None,
 ) -> Carrier:
     """Carry `settings` into every Python process started from now until `Carrier.end`.
 
@@ -95,8 +99,11 @@ def carry(
             a process whose start-up hook applied them already.
         payload: what `function` gets in a worker, if it pickles (else None).
         forked: called in a forked child of this process while the carrier is active.
+        yields_to: one of the settings' names: a Popen given an environment of its own
+            that sets it to another value gets none of these settings (it asks for other
+            ones, as `replay record` run inside a session does for its program).
     """
-    carrier = Carrier(settings, arrive, payload, forked)
+    carrier = Carrier(settings, arrive, payload, forked, yields_to)
     with _lock:
         _install()
         _active.append(carrier)
@@ -135,15 +142,21 @@ def _sync_environ() -> None:
     for name, value in wanted.items():
         before = _managed[name][0] if name in _managed else os.environ.get(name)
         _managed[name] = (before, value)
-        os.environ[name] = value
+        if os.environ.get(name) != value:
+            os.environ[name] = value
 
 
 def _merged_env(env: Any) -> Any:
     """`env` (a Popen's own environment) with the active settings and the hook merged in."""
-    settings = active_settings()
+    merged = dict(env)
+    text = {os.fsdecode(name): os.fsdecode(value) for name, value in merged.items()}
+    settings: dict[str, str] = {}
+    for carrier in list(_active):
+        name = carrier.yields_to
+        if name is None or text.get(name) in (None, carrier.settings.get(name)):
+            settings.update(carrier.settings)
     if not settings:
         return env
-    merged = dict(env)
     if any(isinstance(name, bytes) for name in merged):
         for name, value in settings.items():
             merged[os.fsencode(name)] = os.fsencode(value)
@@ -206,7 +219,7 @@ class _Carried:
 
     def __reduce__(self) -> tuple[Any, ...]:
         entries = [(c.arrive, c.settings, _pickled(c.payload)) for c in self.carriers]
-        return (_arrive, (entries,))
+        return (_arrive, (entries, list(sys.path)))
 
 
 def _pickled(payload: object) -> bytes | None:
@@ -218,9 +231,12 @@ def _pickled(payload: object) -> bytes | None:
         return None
 
 
-def _arrive(entries: list[tuple[str, dict[str, str], bytes | None]]) -> None:
+def _arrive(entries: list[tuple[str, dict[str, str], bytes | None]], path: list[str]) -> None:
     """In a `multiprocessing` worker, as its preparation data is unpickled: put the settings
-    in the environment (for its own children), then let each carrier apply its own."""
+    in the environment (for its own children), then let each carrier apply its own (with
+    the parent's `sys.path`, which the worker is about to take anyway, to find what the
+    payloads name)."""
+    sys.path.extend(entry for entry in path if entry not in sys.path)
     settings: dict[str, str] = {}
     for _, carried, _ in entries:
         settings.update(carried)

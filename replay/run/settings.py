@@ -11,6 +11,7 @@ replay's start-up hook (`replay.run.site.sitecustomize`) starts a session from t
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from replay.run.descendants import Carrier, carry
 from replay.session.options import SessionOptions
 
 __all__ = [
+    "ARRIVE",
     "ENV_ALLOW_REPEATS",
     "ENV_CASSETTE",
     "ENV_DESCENDANT",
@@ -88,6 +90,7 @@ SESSION_NAMES = (
     ENV_IGNORE_LOCALHOST,
     ENV_PARTS_DIR,
     ENV_REACH_DIR,
+    ENV_STATUS_FD,
     ENV_DESCENDANT,
     ENV_MATCH_ON,
     ENV_REDACT_HEADERS,
@@ -184,10 +187,10 @@ def carry_session(
     its settings by name, its `options` for `multiprocessing` workers (`forked`: what a
     forked child does with the session it has a copy of)."""
     settings = {
-        ENV_CASSETTE: str(path.resolve()),
+        ENV_CASSETTE: os.path.abspath(path),  # (not `resolve`: no system call per part)
         ENV_RECORD_MODE: record_mode,
         ENV_SPEED: speed_text(speed),
         ENV_DESCENDANT: "1",
         **_option_settings(options),
     }
-    return carry(settings, arrive=ARRIVE, payload=options, forked=forked)
+    return carry(settings, arrive=ARRIVE, payload=options, forked=forked, yields_to=ENV_CASSETTE)

@@ -166,7 +166,9 @@ class ChildSession:
                 self._ours.append(signum)
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._after_fork)
-        self._carrier = carry(self._settings, arrive=ARRIVE, payload=self._payload)
+        self._carrier = carry(
+            self._settings, arrive=ARRIVE, payload=self._payload, yields_to=ENV_CASSETTE
+        )
 
     def stop(self) -> None:
         """Leave the session (saving what was recorded) and stop reporting; once only."""

@@ -1,0 +1,227 @@
+"""A session reaches every Python process it starts, and no child loses what it recorded.
+
+Real `multiprocessing` workers of each start method, real subprocesses (given an env of
+their own), a real loopback origin that counts its hits: in replay mode no child reaches
+it; in record mode every child's interaction is in the cassette, also a child that ends
+with `os._exit` or is SIGKILLed right after its request.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import httpx
+import pytest
+
+import replay
+from replay.adapters.network import block_network
+from replay.model import Interaction
+from replay.store.file import load_interactions
+from replay.testing import Origin, Script
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="fork, forkserver, flock")
+
+METHODS = ("fork", "forkserver", "spawn")
+PATHS = [f"/{name}" for name in (*METHODS, "executor", "own-env", "minimal-env", "parent")]
+
+
+@pytest.fixture(scope="module")
+def echo() -> Iterator[Origin]:
+    """An origin whose every route answers with its own path."""
+    routes = [
+        *PATHS,
+        "/unrecorded",
+        *(f"/{m}/{i}" for m in ("fork", "forkserver") for i in range(6)),
+    ]
+    with Origin({path: Script(chunks=[(0.0, path.encode())]) for path in routes}) as origin:
+        yield origin
+
+
+def fetch(url: str) -> str:
+    """In a worker: the body, or the name of the error raised."""
+    try:
+        return httpx.get(url).text
+    except Exception as error:
+        return type(error).__name__
+
+
+def fetch_then_die(url: str, how: str) -> None:
+    """In a worker: fetch, then end without any clean-up."""
+    httpx.get(url).read()
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    os._exit(0)
+
+
+def tag(interaction: Interaction) -> Interaction:
+    """A `before_record` hook that pickles: it marks what it stored."""
+    request = interaction.request
+    tagged = attrs.evolve(request, headers=(*request.headers, ("x-tagged", "yes")))
+    return attrs.evolve(interaction, request=tagged)
+
+
+def _subprocess(url: str, env: dict[str, str]) -> str:
+    code = (
+        f"import httpx\ntry:\n print(httpx.get({url!r}).text)\n"
+        "except Exception as e:\n print(type(e).__name__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    return done.stdout.strip() or done.stderr.strip().splitlines()[-1]
+
+
+def every_child(base: str) -> list[str]:
+    """One request from a worker of each start method, a ProcessPoolExecutor's, a
+    subprocess given an env of its own and one given a minimal env."""
+    answers = []
+    for method in METHODS:
+        with multiprocessing.get_context(method).Pool(1) as pool:  # (its exit terminates)
+            answers.append(pool.apply(fetch, (f"{base}/{method}",)))
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as executor:
+        answers.append(executor.submit(fetch, f"{base}/executor").result())
+    answers.append(_subprocess(f"{base}/own-env", {**os.environ, "PYTHONPATH": "src"}))
+    answers.append(_subprocess(f"{base}/minimal-env", {"PATH": os.environ.get("PATH", "")}))
+    return answers
+
+
+def paths(cassette: Path) -> list[str]:
+    return sorted(httpx.URL(i.request.url).path for i in load_interactions(cassette))
+
+
+def test_every_child_records_then_replays_without_the_network(echo: Origin, tmp_path: Path) -> None:
+    cassette = tmp_path / "c.msgpack"
+    with replay.use_cassette(cassette, record_mode="all"):
+        answers = [fetch(f"{echo.url}/parent"), *every_child(echo.url)]
+    assert answers == [PATHS[-1], *PATHS[:-1]]
+    assert paths(cassette) == sorted(PATHS)
+    assert [p.name for p in tmp_path.iterdir()] == ["c.msgpack"]  # no parts left
+
+    echo.requests.clear()
+    with replay.use_cassette(cassette, record_mode="none"):
+        answers = [fetch(f"{echo.url}/parent"), *every_child(echo.url)]
+    assert answers == [PATHS[-1], *PATHS[:-1]]
+    assert echo.requests == []
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_an_unrecorded_request_in_a_child_fails_loudly(
+    echo: Origin, tmp_path: Path, method: str
+) -> None:
+    cassette = tmp_path / "c.msgpack"
+    with replay.use_cassette(cassette, record_mode="all"):
+        fetch(f"{echo.url}/parent")
+    echo.requests.clear()
+    with replay.use_cassette(cassette, record_mode="none"):
+        with multiprocessing.get_context(method).Pool(1) as pool:
+            answer = pool.apply(fetch, (f"{echo.url}/unrecorded",))
+        minimal = _subprocess(f"{echo.url}/unrecorded", {"PATH": os.environ.get("PATH", "")})
+    assert answer == minimal == "CassetteMismatchError"
+    assert echo.requests == []
+
+
+@pytest.mark.parametrize("how", ["exit", "kill"])
+def test_what_a_child_finished_is_kept_though_it_never_exits_cleanly(
+    echo: Origin, tmp_path: Path, how: str
+) -> None:
+    cassette = tmp_path / "c.msgpack"
+    with replay.use_cassette(cassette, record_mode="all"):
+        children = [
+            multiprocessing.get_context(method).Process(
+                target=fetch_then_die, args=(f"{echo.url}/{method}", how)
+            )
+            for method in ("fork", "spawn")
+        ]
+        for child in children:
+            child.start()
+        for child in children:
+            child.join()
+    assert [child.exitcode for child in children] == [-9, -9] if how == "kill" else [0, 0]
+    assert paths(cassette) == ["/fork", "/spawn"]
+
+
+def test_a_hook_that_pickles_reaches_a_worker_and_one_that_does_not_stops_it(
+    echo: Origin, tmp_path: Path
+) -> None:
+    cassette = tmp_path / "c.msgpack"
+    spawn = multiprocessing.get_context("spawn")
+    with replay.use_cassette(cassette, record_mode="all", before_record=tag):
+        with spawn.Pool(1) as pool:
+            assert pool.apply(fetch, (f"{echo.url}/spawn",)) == "/spawn"
+        own = _subprocess(f"{echo.url}/own-env", {"PATH": os.environ.get("PATH", "")})
+    assert own == "CassetteMismatchError"  # an exec'd child cannot run the hook: refused
+    (stored,) = load_interactions(cassette)
+    assert stored.request.header("x-tagged") == "yes"
+
+    echo.requests.clear()
+    with (
+        replay.use_cassette(cassette, record_mode="all", before_record=lambda i: i),
+        spawn.Pool(1) as pool,
+    ):
+        assert pool.apply(fetch, (f"{echo.url}/fork",)) == "CassetteMismatchError"
+    assert echo.requests == []
+
+
+def test_a_block_reaches_a_child_with_an_env_of_its_own(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import socket
+        try:
+            socket.create_connection(("203.0.113.1", 80), timeout=5)
+        except Exception as error:
+            print(type(error).__name__)
+        """
+    )
+    with block_network():
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            env={"PATH": os.environ.get("PATH", "")},
+            capture_output=True,
+            text=True,
+        )
+    assert done.stdout.strip() == "NetworkBlockedError"
+
+
+APP = """
+import multiprocessing, sys
+import httpx
+
+def get(url):
+    return httpx.get(url).text
+
+if __name__ == "__main__":
+    base = sys.argv[1]
+    print(get(base + "/parent"))
+    pool = multiprocessing.get_context("fork").Pool(2)
+    print(pool.map(get, [f"{base}/fork/{i}" for i in range(6)]))
+    pool.close()
+    pool.join()
+    with multiprocessing.get_context("forkserver").Pool(2) as pool:  # terminated at exit
+        print(pool.map(get, [f"{base}/forkserver/{i}" for i in range(6)]))
+"""
+
+
+def test_replay_record_keeps_every_request_of_fork_and_forkserver_pools(
+    echo: Origin, tmp_path: Path
+) -> None:
+    app = tmp_path / "app.py"
+    app.write_text(APP)
+    out = tmp_path / "out.msgpack"
+    command = [sys.executable, "-m", "replay.cli", "record", str(out), "--"]
+    done = subprocess.run(
+        [*command, sys.executable, str(app), echo.url], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(load_interactions(out)) == 13
+    assert "note" not in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "SystemExit" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.py", "out.msgpack"]
