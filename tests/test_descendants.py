@@ -8,10 +8,13 @@ with `os._exit` or is SIGKILLed right after its request.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -120,6 +123,7 @@ def test_an_unrecorded_request_in_a_child_fails_loudly(
     with replay.use_cassette(cassette, record_mode="all"):
         fetch(f"{echo.url}/parent")
     echo.requests.clear()
+    multiprocessing.forkserver.ensure_running()  # (started before the session: reached too)
     with replay.use_cassette(cassette, record_mode="none"):
         with multiprocessing.get_context(method).Pool(1) as pool:
             answer = pool.apply(fetch, (f"{echo.url}/unrecorded",))
@@ -170,24 +174,47 @@ def test_a_hook_that_pickles_reaches_a_worker_and_one_that_does_not_stops_it(
     assert echo.requests == []
 
 
-def test_a_block_reaches_a_child_with_an_env_of_its_own(tmp_path: Path) -> None:
-    code = textwrap.dedent(
-        """
-        import socket
-        try:
-            socket.create_connection(("203.0.113.1", 80), timeout=5)
-        except Exception as error:
-            print(type(error).__name__)
-        """
+CONNECT = textwrap.dedent(
+    """
+    import socket
+    try:
+        socket.create_connection(("203.0.113.1", 80), timeout=5)
+    except Exception as error:
+        print(type(error).__name__)
+    """
+)
+
+
+def connect() -> str:
+    """In a worker: what connecting to TEST-NET-3 raises."""
+    try:
+        socket.create_connection(("203.0.113.1", 80), timeout=5)
+    except Exception as error:
+        return type(error).__name__
+    return "connected"
+
+
+async def _in_asyncio_subprocess(env: dict[str, str]) -> str:
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CONNECT, env=env, stdout=asyncio.subprocess.PIPE
     )
+    out, _ = await child.communicate()
+    return out.decode().strip()
+
+
+def test_a_block_reaches_children_with_an_env_of_their_own_and_a_forkserver_started_before(
+    tmp_path: Path,
+) -> None:
+    minimal = {"PATH": os.environ.get("PATH", "")}
+    multiprocessing.forkserver.ensure_running()
     with block_network():
         done = subprocess.run(
-            [sys.executable, "-c", code],
-            env={"PATH": os.environ.get("PATH", "")},
-            capture_output=True,
-            text=True,
+            [sys.executable, "-c", CONNECT], env=minimal, capture_output=True, text=True
         )
-    assert done.stdout.strip() == "NetworkBlockedError"
+        in_asyncio = asyncio.run(_in_asyncio_subprocess(minimal))
+        with multiprocessing.get_context("forkserver").Pool(1) as pool:
+            in_worker = pool.apply(connect)
+    assert [done.stdout.strip(), in_asyncio, in_worker] == ["NetworkBlockedError"] * 3
 
 
 APP = """
@@ -225,3 +252,12 @@ def test_replay_record_keeps_every_request_of_fork_and_forkserver_pools(
     assert "Traceback" not in done.stderr
     assert "SystemExit" not in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.py", "out.msgpack"]
+
+    echo.requests.clear()
+    command = [sys.executable, "-m", "replay.cli", "run", str(out), "--"]
+    replayed = subprocess.run(
+        [*command, sys.executable, str(app), echo.url], capture_output=True, text=True
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == done.stdout
+    assert echo.requests == []
