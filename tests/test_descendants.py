@@ -261,3 +261,36 @@ def test_replay_record_keeps_every_request_of_fork_and_forkserver_pools(
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout == done.stdout
     assert echo.requests == []
+
+
+HOOKED = """
+import multiprocessing, sys
+import attrs, httpx, replay
+
+def tag(interaction):
+    request = interaction.request
+    tagged = attrs.evolve(request, headers=(*request.headers, ("x-tagged", "main")))
+    return attrs.evolve(interaction, request=tagged)
+
+def get(url):
+    return httpx.get(url).text
+
+if __name__ == "__main__":
+    with replay.use_cassette(sys.argv[2], record_mode="all", before_record=tag):
+        with multiprocessing.get_context("forkserver").Pool(1) as pool:
+            print(pool.apply(get, (sys.argv[1] + "/forkserver",)))
+"""
+
+
+def test_a_hook_in_the_main_script_reaches_a_forkserver_worker(
+    echo: Origin, tmp_path: Path
+) -> None:
+    script = tmp_path / "hooked.py"
+    script.write_text(HOOKED)
+    cassette = tmp_path / "c.msgpack"
+    done = subprocess.run(
+        [sys.executable, str(script), echo.url, str(cassette)], capture_output=True, text=True
+    )
+    assert done.stdout.strip() == "/forkserver", done.stderr
+    (stored,) = load_interactions(cassette)
+    assert stored.request.header("x-tagged") == "main"

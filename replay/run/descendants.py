@@ -30,7 +30,6 @@ by `os.posix_spawn` / `os.exec*` with an environment of their own.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import inspect
 import os
@@ -242,11 +241,41 @@ def _arrive(entries: list[tuple[str, dict[str, str], bytes | None]], path: list[
         settings.update(carried)
     os.environ.update(settings)
     os.environ["PYTHONPATH"] = with_hook(os.environ.get("PYTHONPATH"))
+    late = []
     for arrive, carried, blob in entries:
         module, _, name = arrive.partition(":")
         function = getattr(importlib.import_module(module), name)
-        payload = None
-        if blob is not None:
-            with contextlib.suppress(Exception):  # (unpicklable here: by the names, then)
-                payload = pickle.loads(blob)
+        payload = _unpickled(blob)
+        if payload is None and blob is not None:
+            late.append((function, carried, blob))
         function(carried, payload)
+    if late:
+        _after_prepare(late)
+
+
+def _unpickled(blob: bytes | None) -> object:
+    if blob is None:
+        return None
+    try:
+        return pickle.loads(blob)
+    except Exception:  # (not here: by the names, then)
+        return None
+
+
+def _after_prepare(late: list[tuple[Callable[[Any, Any], None], dict[str, str], bytes]]) -> None:
+    """Try the payloads that could not be unpickled yet once more when the worker has
+    imported `__main__` (a hook defined in the main script is found only then): before the
+    process object is unpickled, and so before the worker's code runs."""
+    from multiprocessing import spawn
+
+    prepare = spawn.prepare
+
+    def prepared(data: Mapping[str, Any]) -> None:
+        spawn.prepare = prepare
+        prepare(data)
+        for function, carried, blob in late:
+            payload = _unpickled(blob)
+            if payload is not None:
+                function(carried, payload)
+
+    spawn.prepare = prepared

@@ -257,7 +257,7 @@ class CassetteSession(SeenInUse):
         if self._journal is not None:
             self._journal.make_immediate()
 
-    def refuse_recording(self, reason: str) -> None:
+    def refuse_recording(self, reason: str | None) -> None:
         """From the next use on, refuse what would be recorded (`CassetteMismatchError`)."""
         self._refusal = reason
 

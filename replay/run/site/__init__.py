@@ -193,6 +193,21 @@ class ChildSession:
             self._imposed.close()
             self._close_status()
 
+    def adopt(self, options: SessionOptions) -> None:
+        """Go on with `options` (the parent session's, which reached this process only after
+        its session started by their names): leave the session and enter it again."""
+        if self._closed or self._payload is not None:
+            return
+        self._payload = options
+        if self._carrier is not None:
+            self._carrier.payload = options
+        self.session.__exit__(None, None, None)
+        self.session.options = options
+        self.session.refuse_recording(None)
+        self.session.__enter__()
+        if self._reporter is not None:
+            patch.set_front(self.session, self._reporter)
+
     def _exit_on_signal(self, signum: int, frame: FrameType | None) -> None:
         now = time.monotonic()
         if self._last_signal_at is not None and now - self._last_signal_at < _SAME_SIGNAL_WINDOW:
@@ -300,8 +315,12 @@ def start_from_environment(
 
 def arrive(settings: Mapping[str, str], payload: object) -> None:
     """In a `multiprocessing` worker started while a session was carried
-    (`replay.run.descendants`): start the session, unless the start-up hook did."""
-    start_from_environment(dict(settings), payload)
+    (`replay.run.descendants`): start the session, unless the start-up hook did; given the
+    parent's options late (its hook is in `__main__`), take them."""
+    if _started is not None and isinstance(payload, SessionOptions):
+        _started.adopt(_options(settings, payload))
+    else:
+        start_from_environment(dict(settings), payload)
 
 
 def _options(environ: Mapping[str, str], given: object) -> SessionOptions:
