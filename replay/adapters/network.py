@@ -10,17 +10,18 @@ Three layers, all idle unless a block is active:
    `_socket.socket` used directly included, before any packet leaves. An audit hook cannot
    be removed, so it is installed once and consults the blocks active at the moment.
 3. Child Python processes. While a block is active, `ENV_BLOCK_NETWORK` (the allowed hosts)
-   is set and replay's start-up hook directory is first on PYTHONPATH in `os.environ`, so a
-   Python subprocess or a `multiprocessing` spawn worker blocks its own network before its
-   first line runs (`replay.run.site.sitecustomize` calls `block_from_environment`). Both are
-   put back as they were when the block ends.
+   is carried into every Python process started (`replay.run.descendants`: `os.environ` with
+   replay's start-up hook first on PYTHONPATH, a `Popen`'s own `env=`, the preparation data
+   of `multiprocessing` spawn and forkserver workers), which blocks its own network before
+   its first line runs (`block_from_environment`, from `replay.run.site.sitecustomize` or
+   the preparation data). The environment is put back as it was when the block ends.
 
 Not covered: programs that are not Python (curl, node), Python started with -S, -E or -I
 (no start-up hook), C extensions that make their own socket system calls without audit
 events (uvloop, pycurl, grpc), name resolution (a DNS lookup of a refused host may still
-reach the resolver: the connection after it is refused), and a `multiprocessing`
-forkserver started before the block (its workers are not blocked; one started during the
-block stays blocked after it).
+reach the resolver: the connection after it is refused), and processes started by
+`os.posix_spawn` / `os.exec*e` with an environment of their own. A `multiprocessing`
+forkserver started during the block stays blocked after it.
 
 Loopback stays allowed unless `allowed_hosts` says otherwise, since tests talk to local
 servers.

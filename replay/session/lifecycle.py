@@ -1,16 +1,15 @@
 """`use_cassette`: the life of a cassette around a block of code.
 
 On enter: load the cassette (if its file exists), decide what may be replayed and what may
-be recorded (the record modes of `replay.engine.modes`), and route the httpx / httpx2 traffic of
-this context (task or thread, and the threads it starts: see `replay.adapters.patch`) through this
-session. Each request is then replayed
-(the engine's `Player`), recorded (onto the engine's `Tape`), or refused with
-`CassetteMismatchError`. On exit: stop routing, wait (at most `finish_timeout`) for the
-recordings still streaming, end what is still open as stopped by the session, and if
-anything was recorded, merge it into the file under an inter-process lock
-(`replay.store.file.merge`). A session old enough keeps what it finishes in parts beside the
-file meanwhile (`replay.store.journal`), so that a killed process loses nothing finished: the
-next session that records into the file merges them first.
+be recorded (the record modes of `replay.engine.modes`), route the httpx / httpx2 traffic of
+this context (task or thread, and the threads it starts: see `replay.adapters.patch`) through
+this session, and carry it into the processes started inside (`replay.run.settings`). Each
+request is then replayed (the engine's `Player`), recorded (onto the engine's `Tape`), or
+refused with `CassetteMismatchError`. On exit: stop routing, wait (at most `finish_timeout`)
+for the recordings still streaming, end what is still open as stopped by the session, and
+merge what was recorded (with what child processes left) into the file under an
+inter-process lock (`replay.session.file.save`). A session old enough (a child process's at
+once) keeps what it finishes in parts beside the file meanwhile (`replay.store.journal`).
 
 Faults (`faults=[...]`, see `replay.faults`) apply to what is replayed, with attempts
 counted per interaction afresh at each enter. `speed="virtual"` replays as recorded on

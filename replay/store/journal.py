@@ -10,6 +10,12 @@ session ends it merges as before and removes the directory; when the process die
 directory stays, and the next session that records into the same cassette (or `replay
 record` into it) merges it and removes it (`recover`). `replay show` says it is there.
 
+A child process's session (`CassetteSession.become_descendant`: a process started inside a
+session, `replay.run.descendants`) writes each part at once, as it may be killed or end with
+`os._exit` the moment its work is done, and never merges: the parent's session, when it
+ends, merges the parts of its children that have ended (`Children`: the directories no
+living process holds) with its own recordings, in one merge.
+
 Each part is written to a temporary name and renamed, so a part is whole or absent; it is
 not fsynced (the page cache outlives a killed process; only the end of a session, which
 saves the cassette itself, pays for an fsync). A recording still streaming when the
