@@ -214,7 +214,14 @@ def test_a_block_reaches_children_with_an_env_of_their_own_and_a_forkserver_star
         in_asyncio = asyncio.run(_in_asyncio_subprocess(minimal))
         with multiprocessing.get_context("forkserver").Pool(1) as pool:
             in_worker = pool.apply(connect)
-    assert [done.stdout.strip(), in_asyncio, in_worker] == ["NetworkBlockedError"] * 3
+        out = tmp_path / "out"
+        opened = (os.POSIX_SPAWN_OPEN, 1, str(out), os.O_WRONLY | os.O_CREAT, 0o600)
+        pid = os.posix_spawn(
+            sys.executable, [sys.executable, "-c", CONNECT], minimal, file_actions=[opened]
+        )
+        os.waitpid(pid, 0)
+    answers = [done.stdout.strip(), in_asyncio, in_worker, out.read_text().strip()]
+    assert answers == ["NetworkBlockedError"] * 4
 
 
 APP = """

@@ -19,8 +19,8 @@ Three layers, all idle unless a block is active:
 Not covered: programs that are not Python (curl, node), Python started with -S, -E or -I
 (no start-up hook), C extensions that make their own socket system calls without audit
 events (uvloop, pycurl, grpc), name resolution (a DNS lookup of a refused host may still
-reach the resolver: the connection after it is refused), and processes started by
-`os.posix_spawn` / `os.exec*e` with an environment of their own. A `multiprocessing`
+reach the resolver: the connection after it is refused), and processes started by C
+code. A `multiprocessing`
 forkserver started during the block stays blocked after it.
 
 Loopback stays allowed unless `allowed_hosts` says otherwise, since tests talk to local

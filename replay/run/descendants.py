@@ -7,7 +7,8 @@ any is active, each Python process this one starts gets them all, before its fir
 - an exec'd process (`subprocess`, asyncio's subprocesses, `os.system`...) through its
   environment: the settings and replay's start-up hook directory (first on PYTHONPATH) are
   in `os.environ`, and a `subprocess.Popen` given an environment of its own (`env={...}`)
-  has them merged into that one (`Popen._execute_child` is wrapped); the hook
+  has them merged into that one (`Popen._execute_child` is wrapped), as have `os.execve`,
+  `os.posix_spawn` and `os.posix_spawnp` (and so `os.execle`, `os.spawnve`...); the hook
   (`replay.run.site.sitecustomize`) acts on them at start-up;
 - a `multiprocessing` worker started by `spawn` or `forkserver` (a forkserver started
   before the carrier too) through its preparation data: `spawn.get_preparation_data` adds
@@ -24,12 +25,14 @@ settings and its payload (an object pickled for a `multiprocessing` worker, when
 None otherwise, and for exec'd processes, which read the environment instead).
 
 What is not reached: programs that are not Python (they get the environment, and do what
-they like with it), Python started with -S, -E or -I (no start-up hook), processes started
-by `os.posix_spawn` / `os.exec*` with an environment of their own.
+they like with it; a Python they start is reached if they pass it on), Python started with
+-S, -E or -I (no start-up hook), and processes started by C code (`_posixsubprocess` used
+directly, extensions).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import os
@@ -186,6 +189,9 @@ def _install() -> None:
         return original(self, *args, **kwargs)
 
     subprocess.Popen._execute_child = _execute_child  # type: ignore[attr-defined]
+    for name in ("execve", "posix_spawn", "posix_spawnp"):  # (the `os.exec*e`, `os.spawn*e`)
+        if hasattr(os, name):
+            setattr(os, name, _with_env_merged(getattr(os, name)))
     from multiprocessing import spawn
 
     prepared = spawn.get_preparation_data
@@ -199,6 +205,16 @@ def _install() -> None:
     spawn.get_preparation_data = get_preparation_data
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork)
+
+
+def _with_env_merged(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`function(path, argv, env, ...)` with the active settings merged into `env`."""
+
+    @functools.wraps(function)
+    def merged(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
+        return function(path, argv, _merged_env(env) if _active else env, *args, **kwargs)
+
+    return merged
 
 
 def _after_fork() -> None:
