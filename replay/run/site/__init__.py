@@ -349,15 +349,17 @@ def _options(environ: Mapping[str, str], given: object) -> SessionOptions:
 
 
 def _refuse_uncarried(session: CassetteSession, environ: Mapping[str, str]) -> None:
-    """A child whose parent session's hook could not reach it records nothing."""
+    """A child that some of its parent session's options (a hook, matchers that are
+    callables) could not reach records nothing (it replays by the named matchers)."""
     uncarried = _strings(environ.get(ENV_UNCARRIED) or "[]", ENV_UNCARRIED, "options")
-    if "before_record" in uncarried:
+    if uncarried:
+        what = " and ".join(uncarried)
         session.refuse_recording(
-            "This child process cannot record: the session's before_record hook could not "
-            "be passed to it (only a multiprocessing worker gets it, and only when it "
-            "pickles: a module-level function), and recording without it would store less "
-            "redacted interactions than the parent's. Record in the parent process, or "
-            "make the hook a module-level function and use multiprocessing."
+            f"This child process cannot record: the session's {what} could not be passed "
+            "to it (only a multiprocessing worker gets them, and only when they pickle: "
+            "module-level functions), and recording without them would store less "
+            "redacted interactions than the parent's, or match them otherwise. Record in "
+            "the parent process, or use module-level functions and multiprocessing."
         )
 
 
