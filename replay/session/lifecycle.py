@@ -53,6 +53,7 @@ from replay.session.args import (
     ignored_hosts,
     on_virtual_time,
 )
+from replay.session.descendant import ChildProcessSide
 from replay.session.file import load_for, open_tape, save, warn_keys_in_responses
 from replay.session.imposed import current
 from replay.session.options import DEFAULT_FINISH_TIMEOUT, SessionOptions, redactor_for
@@ -78,7 +79,7 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class CassetteSession(SeenInUse):
+class CassetteSession(SeenInUse, ChildProcessSide):
     """A cassette in use: a context manager (sync and async) and a function decorator.
 
     Made by `use_cassette` (see there for the arguments), or from a `SessionOptions`.
@@ -105,8 +106,6 @@ class CassetteSession(SeenInUse):
         self._journal: Journal | None = None
         self._carrier: Carrier | None = None
         self.carries = True  #: into the processes started inside it
-        self._descendant = False  # a child process's: parts only, merged by the parent
-        self._refusal: str | None = None
         #: Whether the last exit wrote the cassette file.
         self.saved = False
 
@@ -239,26 +238,6 @@ class CassetteSession(SeenInUse):
         tape = self._last_tape
         if tape is not None and tape.keys_in_responses:  # last: all is saved and settled
             warn_keys_in_responses(self.path, tape.keys_in_responses)
-
-    def after_fork(self) -> None:
-        """In a forked child: forget what the parent recorded (the parent saves it) and its
-        streams in flight (their threads did not survive the fork); become a descendant."""
-        if self.cassette is not None:
-            self.cassette.recorded.clear()
-        if self._tape is not None:
-            self._tape.forget()
-        self.become_descendant()
-
-    def become_descendant(self) -> None:
-        """Record as a child process of the session's: keep each recording in parts as it
-        finishes, for the parent to merge (`replay.store.journal`), never merging here."""
-        self._descendant = True
-        if self._journal is not None:
-            self._journal.make_immediate()
-
-    def refuse_recording(self, reason: str | None) -> None:
-        """From the next use on, refuse what would be recorded (`CassetteMismatchError`)."""
-        self._refusal = reason
 
     def __call__(self, function: F) -> F:
         """Decorate a sync or async function: each call runs inside a fresh session."""
