@@ -176,7 +176,53 @@ def test_the_proxy_refuses_a_read_only_cassette_before_it_serves(tmp_path: Path)
     path = tmp_path / "kept.msgpack"
     replay.Cassette().save(path)
     path.chmod(0o444)
-    result = run_replay("proxy", "--target", "http://127.0.0.1:9", "-o", str(path), "--port", "0")
+    args = ("proxy", "--target", "http://127.0.0.1:9", "-o", str(path), "--port", "0")
+    result = run_replay(*args, "--overwrite")
     assert result.returncode == 1
     assert "read-only" in result.stderr
+    assert "proxying" not in result.stderr
+
+
+def test_the_proxy_refuses_an_existing_cassette_without_overwrite(
+    upstream: Origin, out: Path
+) -> None:
+    with running("proxy", "--target", upstream.url, "-o", str(out)) as proxy:
+        assert ask_at_once(f"{proxy.url}/quick", 3) == [200] * 3
+        assert proxy.stop(signal.SIGTERM) == 0
+    before = out.read_bytes()
+    assert held(out) == 3
+    result = run_replay("proxy", "--target", upstream.url, "-o", str(out), "--port", "0")
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1
+    assert str(out) in result.stderr
+    assert "--overwrite" in result.stderr
+    assert "proxying" not in result.stderr
+    assert out.read_bytes() == before
+
+
+def test_the_proxy_replaces_an_existing_cassette_with_overwrite(
+    upstream: Origin, out: Path
+) -> None:
+    with running("proxy", "--target", upstream.url, "-o", str(out)) as proxy:
+        assert ask_at_once(f"{proxy.url}/quick", 3) == [200] * 3
+        assert proxy.stop(signal.SIGTERM) == 0
+    args = ("proxy", "--target", upstream.url, "-o", str(out), "--overwrite")
+    with running(*args) as proxy:
+        assert ask_at_once(f"{proxy.url}/quick", 1) == [200]
+        assert proxy.stop(signal.SIGTERM) == 0
+    assert held(out) == 1
+
+
+def test_the_proxys_help_says_an_existing_cassette_needs_overwrite() -> None:
+    result = run_replay("proxy", "--help")
+    assert "--overwrite" in result.stdout
+    assert "never merged" in " ".join(result.stdout.split())
+
+
+def test_the_proxy_refuses_a_cassette_its_directory_cannot_take(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("not a directory")
+    out = tmp_path / "afile" / "new.msgpack"
+    result = run_replay("proxy", "--target", "http://127.0.0.1:9", "-o", str(out), "--port", "0")
+    assert result.returncode == 1
+    assert "not a directory" in result.stderr
     assert "proxying" not in result.stderr

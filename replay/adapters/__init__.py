@@ -4,7 +4,8 @@ A shell converts its library's request into a `replay.model.Request`, asks the e
 do, and turns the engine's steps into its library's bytes, waits and errors:
 
 - `httpx` (httpx and httpx2, through `playback` and `record`: the public transports),
-  `aiohttp`, `requests`; `httpmod` says which httpx module a request belongs to;
+  `aiohttp`, `requests`, `httpcore` (httpcore used directly, through the httpx shell);
+  `httpmod` says which httpx module a request belongs to;
 - `patch` and `on_import`: the patches that route every client of a process to its session;
 - `reader` and `netthread`: the readers that stamp each chunk as it comes off the network;
 - `network`: `block_network()`, the guard that refuses what no cassette handles.

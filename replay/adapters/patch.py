@@ -65,6 +65,8 @@ __all__ = [
     "bypassed",
     "carried",
     "current",
+    "guarded",
+    "guarded_async",
     "hold",
     "install",
     "install_bottom",
@@ -84,6 +86,8 @@ _MODULES = ("httpx", "httpx2")
 ADAPTERS: dict[str, str] = {
     "aiohttp": "replay.adapters.aiohttp",
     "requests": "replay.adapters.requests",
+    "httpcore": "replay.adapters.httpcore",  # used directly, without httpx
+    "httpcore2": "replay.adapters.httpcore",
 }
 
 _guards: list[Router] = []
@@ -114,15 +118,17 @@ def _submit(original: Callable[..., Any]) -> Callable[..., Any]:
     return submit
 
 
-def _guarded(send: Send) -> Send:
-    # Guards stand between every router and the network: a request a session records still
-    # has to pass them (the network guard blocks recording as much as unrecorded requests).
+def guarded(send: Send) -> Send:
+    """`send` behind the guards (`send` itself when there are none): they stand between
+    every router and the network, so a request a session records still has to pass them
+    (the network guard blocks recording as much as unrecorded requests)."""
     for guard in _guards:
         send = functools.partial(guard.handle, send=send)
     return send
 
 
-def _guarded_async(send: AsyncSend) -> AsyncSend:
+def guarded_async(send: AsyncSend) -> AsyncSend:
+    """Async twin of `guarded`."""
     for guard in _guards:
         send = functools.partial(guard.ahandle, send=send)
     return send
@@ -145,7 +151,7 @@ def _sync_patch(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any
         __tracebackhide__ = hide_for_replay_errors
         if SENDING.get():
             return original(self, request)
-        send = _guarded(functools.partial(_send_sync, original, self))
+        send = guarded(functools.partial(_send_sync, original, self))
         router = current()
         if router is None:
             return send(request)
@@ -159,7 +165,7 @@ def _async_patch(original: Callable[[Any, Any], Awaitable[Any]]) -> Callable[[An
         __tracebackhide__ = hide_for_replay_errors
         if SENDING.get():
             return await original(self, request)
-        send = _guarded_async(functools.partial(_send_async, original, self))
+        send = guarded_async(functools.partial(_send_async, original, self))
         router = current()
         if router is None:
             return await send(request)
@@ -245,13 +251,57 @@ def _patch_executor() -> None:
 
 
 def _patch_module(name: str) -> None:
-    """Patch the transport classes of httpx or httpx2 (`name`), and hook their subclasses."""
+    """Patch the transport classes of httpx or httpx2 (`name`), and hook their subclasses;
+    its clients route a transport that is no subclass of theirs too (`_Duck`)."""
     module = importlib.import_module(name)
     for base_name, method, wrap in _METHODS:
         base = getattr(module, base_name)
         for cls in _transport_classes(base):
             _patch_class(cls, method, wrap)
         _hook_subclasses(base, method, wrap)
+    for client, base, duck in (
+        (module.Client, module.BaseTransport, _SyncDuck),
+        (module.AsyncClient, module.AsyncBaseTransport, _AsyncDuck),
+    ):
+        original = client.__dict__.get("_transport_for_url")  # private: else not routed
+        if original is not None:
+            _originals.append((client, "_transport_for_url", original))
+            setattr(client, "_transport_for_url", _ducked(original, base, duck))  # noqa: B010
+
+
+def _ducked(original: Callable[[Any, Any], Any], base: type, duck: type) -> Callable[..., Any]:
+    """A client's `_transport_for_url`, made to hand back a duck-typed transport wrapped."""
+
+    def _transport_for_url(self: Any, url: Any) -> Any:
+        transport = original(self, url)
+        return transport if isinstance(transport, base) else duck(transport)
+
+    return _transport_for_url
+
+
+class _Duck:
+    """A transport passed to a client that does not subclass its library's base class (it
+    only has `handle_request` or `handle_async_request`): routed as a subclass would be,
+    its own method being the real send."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+
+def _inner_send(duck: _Duck, request: Any) -> Any:
+    return duck.inner.handle_request(request)
+
+
+async def _inner_asend(duck: _Duck, request: Any) -> Any:
+    return await duck.inner.handle_async_request(request)
+
+
+class _SyncDuck(_Duck):
+    handle_request = _sync_patch(_inner_send)
+
+
+class _AsyncDuck(_Duck):
+    handle_async_request = _async_patch(_inner_asend)
 
 
 def _patch_adapter(adapter: str) -> None:

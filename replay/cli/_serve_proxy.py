@@ -43,12 +43,19 @@ def add_verbs(verbs: Verbs) -> None:
         "Run a reverse proxy on 127.0.0.1 that forwards to --target, streaming responses "
         "through as they arrive, and records them into -o OUT (saved in batches while it "
         "runs, at most every --save-interval seconds, and in full on exit: Ctrl-C or "
-        "SIGTERM).",
+        "SIGTERM). The recording is the proxy's own: an existing OUT is refused unless "
+        "--overwrite lets the recording replace it (it is never merged).",
         "replay proxy --target https://api.openai.com -o cassettes/node.msgpack --port 8080",
     )
     proxy.add_argument("--target", required=True, help="the upstream base URL")
     proxy.add_argument("-o", "--out", type=Path, required=True, help="the cassette to write")
     proxy.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any)")
+    proxy.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="let the recording replace an existing OUT (without it, an existing OUT is "
+        "refused: the proxy never merges into it)",
+    )
     proxy.add_argument(
         "--save-interval",
         type=float,
@@ -95,6 +102,7 @@ def _proxy(args: argparse.Namespace) -> int:
         port=args.port,
         save_interval=args.save_interval,
         request_timeout=args.request_timeout,
+        overwrite=args.overwrite,
     )
     return 0
 

@@ -42,6 +42,7 @@ from replay.run.site import HOOK_DIRECTORY, settings_environment
 from replay.run.site.parts import PartsDirectory, recover
 from replay.run.supervise import Signals, run_program
 from replay.session.lifecycle import VIRTUAL
+from replay.store.atomic import check_saveable
 from replay.store.file import load_interactions
 
 __all__ = ["RECORD_COMMAND_MODES", "RUN_MODES", "record_command", "replay_command", "summary_lines"]
@@ -86,6 +87,7 @@ def record_command(
     stream = sys.stderr if stderr is None else stderr
     if out.exists():
         load_interactions(out)  # a corrupt `out`: fail now, before anything runs
+    check_saveable(out)  # an unwritable `out`: likewise
     settings = functools.partial(
         settings_environment,
         out,

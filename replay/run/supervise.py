@@ -21,12 +21,11 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
 
 from replay.run.report import StatusLine
+from replay.store.atomic import HeldSignals
 
 __all__ = ["Signals", "run_program"]
 
@@ -89,9 +88,10 @@ def _dying_with_this_process() -> Callable[[], None] | None:
     return die_with_parent
 
 
-class Signals:
+class Signals(HeldSignals):
     """SIGINT, SIGTERM and SIGHUP while replay supervises a program: passed on to the
-    program while it runs, held back before it starts and after it ended.
+    program while it runs, held back before it starts and after it ended (as a save holds
+    them back: `replay.store.atomic.HeldSignals`).
 
     A signal held back (`held`, the first one) lets replay finish what it is doing — above
     all merging what was recorded into the cassette — and then stop with 128 + N; one that
@@ -105,20 +105,12 @@ class Signals:
     """
 
     def __init__(self) -> None:
+        super().__init__(_FORWARDED_SIGNALS, redeliver=False)
         self._process: subprocess.Popen[bytes] | None = None
-        #: The first signal held back, if any.
-        self.held: int | None = None
-        self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> Signals:
-        if threading.current_thread() is threading.main_thread():
-            for signum in _FORWARDED_SIGNALS:
-                self._previous[signum] = signal.signal(signum, self._receive)
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
 
     def attach(self, process: subprocess.Popen[bytes]) -> None:
         """Forward to `process` from now on, starting with any signal held back before it."""
@@ -129,8 +121,7 @@ class Signals:
 
     def _receive(self, signum: int, frame: FrameType | None) -> None:
         if self._process is None or _has_ended(self._process):
-            if self.held is None:
-                self.held = signum  # no program running: replay stops when its work is done
+            self.hold(signum)  # no program running: replay stops when its work is done
         elif not (signum == signal.SIGINT and _foreground_of_terminal()):
             self._send(signum)
 

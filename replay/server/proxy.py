@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import re
 import threading
 from collections.abc import Iterator
@@ -28,7 +29,7 @@ import httpx
 
 from replay.adapters.record import AsyncRecordingTransport
 from replay.clock import Clock, MonotonicClock
-from replay.errors import ConfigurationError
+from replay.errors import CassetteWriteError, ConfigurationError
 from replay.model import Interaction
 from replay.redact.redactor import Redactor
 from replay.server.asgi import (
@@ -54,7 +55,7 @@ from replay.server.asgi import (
 )
 from replay.server.guard import REQUEST_TIMEOUT, check_request_timeout
 from replay.server.saver import SAVE_INTERVAL, Outbox, Saver
-from replay.store.atomic import check_writable
+from replay.store.atomic import check_saveable
 from replay.store.file import load_interactions
 
 __all__ = ["ProxyApp", "proxy", "upstream_url"]
@@ -255,32 +256,40 @@ def proxy(
     log: Log = stderr,
     save_interval: float = SAVE_INTERVAL,
     request_timeout: float = REQUEST_TIMEOUT,
+    overwrite: bool = False,
 ) -> None:
     """Run a recording reverse proxy to `target` on 127.0.0.1 until SIGINT or SIGTERM.
 
     Args:
         target: the upstream base URL, e.g. https://api.openai.com.
-        out: the cassette to write; an existing one is replaced once something is recorded.
+        out: the cassette to write. An existing one is refused unless `overwrite`: the
+            proxy's recording replaces it (once something is recorded), it is never merged.
         port: the port to listen on; 0 picks a free one (the start line tells which).
         log: receives the start line and one line per interaction (default: stderr).
         save_interval: the most seconds a finished interaction waits to be saved while
             others keep finishing (they are saved together); at exit all are saved.
         request_timeout: seconds a client has to send a whole request; then its
             connection is closed (see `replay.server.guard`).
+        overwrite: let the recording replace an existing `out`.
 
     Raises:
         ConfigurationError: a bad target, port or request timeout, or uvicorn is not
             installed.
         CassetteFormatError: `out` exists and is not a cassette (it is left alone).
-        CassetteWriteError: `out` is read-only, or the last save failed.
+        CassetteWriteError: `out` exists (without `overwrite`), is read-only or cannot be
+            created, or the last save failed.
         OSError: the port is taken.
     """
     require_uvicorn()
     timeout = check_request_timeout(request_timeout)
     out = Path(out)
-    if out.exists():
+    if os.path.lexists(out):
         load_interactions(out)  # never overwrite a file that is not a cassette
-    check_writable(out)  # found out now, not at the first save
+    check_saveable(out)  # found out now, not at the first save
+    if os.path.lexists(out) and not overwrite:
+        raise CassetteWriteError(
+            out, "it exists, and the proxy's recording replaces it: pass --overwrite to let it"
+        )
     app = ProxyApp(target, out, log=log, save_interval=save_interval)
     with listen(port) as sock, _long_lived():
         address = f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -82,15 +82,18 @@ def open_tape(
     at the end does; `existed`: whether the file did, when loaded).
 
     Raises:
-        CassetteWriteError: the file exists but cannot be written (now, not at the end).
+        CassetteWriteError: the file exists but cannot be written, or is new and its
+            directory cannot take it (now, before any request, not at the end).
     """
     from replay.engine.recorder import Tape
-    from replay.store.atomic import check_writable
+    from replay.store.atomic import check_creatable, check_writable
     from replay.store.journal import Journal
     from replay.store.spool import Spool
 
     if existed:
         check_writable(path)  # now, not at exit: what it records would be lost then
+    else:
+        check_creatable(path)
     journal = Journal(path, cassette.recorded, replacing=replacing)
     tape = Tape(cassette, redactor, spool=Spool(path.parent), on_recorded=journal.sync)
     return journal, tape

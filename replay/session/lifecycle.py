@@ -154,11 +154,21 @@ class CassetteSession(SeenInUse, ChildProcessSide):
         self._leave(0.0)
 
     def _leave(self, wait: float) -> None:
-        """Stop routing, finish the recordings (waiting up to `wait` s), save, forget."""
+        """Stop routing, finish the recordings (waiting up to `wait` s), save, forget.
+
+        A session that may record holds SIGINT and SIGTERM back meanwhile (in the main
+        thread), and delivers them once the cassette is saved: a Ctrl-C as the block ends
+        does not lose what it recorded (`replay.store.atomic.HeldSignals`).
+        """
         patch.uninstall(self)
-        if self._tape is not None:
+        if self._tape is None:
+            self._close()
+            return
+        from replay.store.atomic import HeldSignals  # (here: replaying never writes)
+
+        with HeldSignals():
             self._tape.finish(wait)
-        self._close()
+            self._close()
 
     def _open(self) -> Cassette:
         if self.cassette is not None:
