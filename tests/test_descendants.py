@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import multiprocessing
 import multiprocessing.forkserver
 import os
@@ -28,6 +29,8 @@ import pytest
 import replay
 from replay.adapters.network import block_network
 from replay.model import Interaction
+from replay.run.descendants import HOOK_DIRECTORY, active_settings
+from replay.run.settings import ENV_CASSETTE, ENV_MATCH_ON
 from replay.store.file import load_interactions
 from replay.testing import Origin, Script
 
@@ -301,3 +304,22 @@ def test_a_hook_in_the_main_script_reaches_a_forkserver_worker(
     assert done.stdout.strip() == "/forkserver", done.stderr
     (stored,) = load_interactions(cassette)
     assert stored.request.header("x-tagged") == "main"
+
+
+def test_an_inner_session_replaces_the_outer_ones_settings_and_all_are_put_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", "/somewhere")
+    before = dict(os.environ)
+    outer, inner = tmp_path / "outer.msgpack", tmp_path / "inner.msgpack"
+    with replay.use_cassette(outer, record_mode="all", match_on=["method", "path"]):
+        assert os.environ[ENV_CASSETTE] == str(outer)
+        assert json.loads(os.environ[ENV_MATCH_ON]) == ["method", "path"]
+        assert os.environ["PYTHONPATH"] == os.pathsep.join([HOOK_DIRECTORY, "/somewhere"])
+        with replay.use_cassette(inner, record_mode="all"):
+            assert active_settings()[ENV_CASSETTE] == os.environ[ENV_CASSETTE] == str(inner)
+            assert ENV_MATCH_ON not in os.environ  # the outer session's, not the inner's
+        assert os.environ[ENV_CASSETTE] == str(outer)
+        assert ENV_MATCH_ON in os.environ
+    assert dict(os.environ) == before
+    assert active_settings() == {}

@@ -101,9 +101,11 @@ def carry(
             a process whose start-up hook applied them already.
         payload: what `function` gets in a worker, if it pickles (else None).
         forked: called in a forked child of this process while the carrier is active.
-        yields_to: one of the settings' names: a Popen given an environment of its own
-            that sets it to another value gets none of these settings (it asks for other
-            ones, as `replay record` run inside a session does for its program).
+        yields_to: one of the settings' names, which says whose they are: a later carrier
+            of the same name replaces these wholly while it is active (an inner session,
+            the outer one), and a Popen given an environment of its own that sets it to
+            another value gets none of these settings (it asks for other ones, as `replay
+            record` run inside a session does for its program).
     """
     carrier = Carrier(settings, arrive, payload, forked, yields_to)
     with _lock:
@@ -113,10 +115,17 @@ def carry(
     return carrier
 
 
+def _in_force() -> list[Carrier]:
+    """The active carriers, less those a later one of the same `yields_to` replaces."""
+    carriers = list(_active)
+    latest = {c.yields_to: c for c in carriers if c.yields_to is not None}
+    return [c for c in carriers if c.yields_to is None or latest[c.yields_to] is c]
+
+
 def active_settings() -> dict[str, str]:
-    """The settings of the active carriers (a later one's value wins), without the hook."""
+    """The settings in force (a later carrier's value wins), without the hook."""
     merged: dict[str, str] = {}
-    for carrier in list(_active):
+    for carrier in _in_force():
         merged.update(carrier.settings)
     return merged
 
@@ -153,7 +162,7 @@ def _merged_env(env: Any) -> Any:
     merged = dict(env)
     text = {os.fsdecode(name): os.fsdecode(value) for name, value in merged.items()}
     settings: dict[str, str] = {}
-    for carrier in list(_active):
+    for carrier in _in_force():
         name = carrier.yields_to
         if name is None or text.get(name) in (None, carrier.settings.get(name)):
             settings.update(carrier.settings)
@@ -199,7 +208,7 @@ def _install() -> None:
     def get_preparation_data(name: str) -> dict[str, Any]:
         data: dict[str, Any] = prepared(name)
         if _active:
-            data[_PREPARATION_KEY] = _Carried(list(_active))
+            data[_PREPARATION_KEY] = _Carried(_in_force())
         return data
 
     spawn.get_preparation_data = get_preparation_data
