@@ -37,6 +37,7 @@ __all__ = [
     "ENV_SPEED",
     "ENV_STATUS_FD",
     "ENV_UNCARRIED",
+    "LIBRARY",
     "SESSION_NAMES",
     "carry_session",
     "settings_environment",
@@ -65,8 +66,11 @@ ENV_REACH_DIR = "REPLAY_REACH_DIR"
 session: the parent can then tell a program that never loaded replay (no file) from one
 whose requests went elsewhere (zero) (`replay.run.report.Reach`)."""
 ENV_DESCENDANT = "REPLAY_DESCENDANT"
-""""1": this process was started by one with a session (a child): it keeps each recording
-in parts beside the cassette as it finishes, and leaves them for its parent to merge."""
+""""1" (`LIBRARY`: of a `use_cassette` session): this process was started by one with a
+session (a child): it keeps each recording in parts beside the cassette as it finishes,
+and leaves them for its parent to merge."""
+#: `ENV_DESCENDANT` of a child of a `use_cassette` session (its errors advise keywords).
+LIBRARY = "library"
 ENV_MATCH_ON = "REPLAY_MATCH_ON"
 """The matchers, a JSON list of names (default: `replay.matching.DEFAULT_MATCH_ON`)."""
 ENV_REDACT_HEADERS = "REPLAY_REDACT_HEADERS"
@@ -190,7 +194,7 @@ def carry_session(
         ENV_CASSETTE: os.path.abspath(path),  # (not `resolve`: no system call per part)
         ENV_RECORD_MODE: record_mode,
         ENV_SPEED: speed_text(speed),
-        ENV_DESCENDANT: "1",
+        ENV_DESCENDANT: LIBRARY,
         **_option_settings(options),
     }
     return carry(settings, arrive=ARRIVE, payload=options, forked=forked, yields_to=ENV_CASSETTE)

@@ -67,6 +67,7 @@ from replay.run.settings import (
     ENV_SPEED,
     ENV_STATUS_FD,
     ENV_UNCARRIED,
+    LIBRARY,
     SESSION_NAMES,
     settings_environment,
 )
@@ -132,7 +133,7 @@ class ChildSession:
         self.status_fd = status_fd
         self.parts_dir = parts_dir
         self.descendant = descendant
-        self._settings = {**(settings or {}), ENV_DESCENDANT: "1"}
+        self._settings = {ENV_DESCENDANT: "1", **(settings or {})}
         self._payload = payload
         self._carrier: Carrier | None = None
         self._reporter = None if status_fd is None else ProgressReporter(session, status_fd)
@@ -147,8 +148,10 @@ class ChildSession:
         """Enter the session; stop it at exit, on SIGTERM / SIGHUP (unless a descendant:
         what it finished is kept already), and in forked children; carry it into the
         processes this one starts."""
-        # Mismatch errors raised in the program advise replay run's flags, not keywords.
-        self._imposed.enter_context(imposed(Imposed(advice=COMMAND_ADVICE)))
+        # Mismatch errors raised in the program advise replay run's flags, not keywords
+        # (unless the session is a `use_cassette`'s, carried into this process).
+        if self._settings[ENV_DESCENDANT] != LIBRARY:
+            self._imposed.enter_context(imposed(Imposed(advice=COMMAND_ADVICE)))
         self.session.carries = False  # (it carries the settings it started from, below)
         if self.descendant:
             self.session.become_descendant()
@@ -294,7 +297,7 @@ def start_from_environment(
     session = CassetteSession(
         path if parts_dir is None else part_path(parts_dir), _options(environ, options)
     )
-    descendant = environ.get(ENV_DESCENDANT) == "1"
+    descendant = environ.get(ENV_DESCENDANT) in ("1", LIBRARY)
     if descendant and not isinstance(options, SessionOptions):
         _refuse_uncarried(session, environ)
     settings = {name: environ[name] for name in SESSION_NAMES if name in environ}
