@@ -323,3 +323,35 @@ def test_an_inner_session_replaces_the_outer_ones_settings_and_all_are_put_back(
         assert ENV_MATCH_ON in os.environ
     assert dict(os.environ) == before
     assert active_settings() == {}
+
+
+POOL_ONLY = """
+import multiprocessing, sys
+import httpx
+
+def get(url):
+    return httpx.get(url).text
+
+if __name__ == "__main__":
+    with multiprocessing.get_context(sys.argv[2]).Pool(1) as pool:  # terminated at exit
+        print(pool.apply(get, (sys.argv[1] + "/forkserver",)))
+"""
+
+
+def test_replay_run_counts_what_went_through_workers_that_were_terminated(
+    echo: Origin, tmp_path: Path
+) -> None:
+    cassette = tmp_path / "c.msgpack"
+    with replay.use_cassette(cassette, record_mode="all"):
+        fetch(f"{echo.url}/forkserver")
+    app = tmp_path / "app.py"
+    app.write_text(POOL_ONLY)
+    echo.requests.clear()
+    command = [sys.executable, "-m", "replay.cli", "run", str(cassette), "--"]
+    done = subprocess.run(
+        [*command, sys.executable, str(app), echo.url, "forkserver"],
+        capture_output=True,
+        text=True,
+    )
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "/forkserver", "")
+    assert echo.requests == []

@@ -14,11 +14,15 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+import attrs
 
 from replay.clock import SpeedLike, format_speed, parse_speed
+from replay.errors import ConfigurationError
 from replay.matching import DEFAULT_MATCH_ON
 from replay.run.descendants import Carrier, carry
-from replay.session.options import SessionOptions
+from replay.session.options import SessionOptions, redactor_for
 
 __all__ = [
     "ARRIVE",
@@ -40,6 +44,8 @@ __all__ = [
     "LIBRARY",
     "SESSION_NAMES",
     "carry_session",
+    "options_from",
+    "refusal",
     "settings_environment",
     "speed_text",
 ]
@@ -198,3 +204,54 @@ def carry_session(
         **_option_settings(options),
     }
     return carry(settings, arrive=ARRIVE, payload=options, forked=forked, yields_to=ENV_CASSETTE)
+
+
+def options_from(environ: Mapping[str, str], given: object) -> SessionOptions:
+    """The options of the session the environment asks for: `given` ones (a parent's),
+    with the record mode and speed in force there, or made of the names."""
+    mode = environ.get(ENV_RECORD_MODE) or "once"
+    speed = environ.get(ENV_SPEED) or "instant"
+    if isinstance(given, SessionOptions):
+        return attrs.evolve(given, record_mode=mode, speed=speed)
+    match_on = _strings(environ.get(ENV_MATCH_ON) or "[]", ENV_MATCH_ON, "matcher names")
+    keywords: dict[str, Any] = {"match_on": tuple(match_on)} if match_on else {}
+    return SessionOptions(
+        record_mode=mode,
+        speed=speed,
+        faults=_strings(environ.get(ENV_FAULTS) or "[]", ENV_FAULTS, "fault specs"),
+        ignore_hosts=_strings(environ.get(ENV_IGNORE_HOSTS) or "[]", ENV_IGNORE_HOSTS, "hosts"),
+        ignore_localhost=environ.get(ENV_IGNORE_LOCALHOST) == "1",
+        allow_playback_repeats=environ.get(ENV_ALLOW_REPEATS) == "1",
+        redactor=redactor_for(
+            _strings(environ.get(ENV_REDACT_HEADERS) or "[]", ENV_REDACT_HEADERS, "headers"),
+            _strings(environ.get(ENV_REDACT_QUERY) or "[]", ENV_REDACT_QUERY, "names"),
+            None,
+        ),
+        **keywords,
+    )
+
+
+def refusal(environ: Mapping[str, str]) -> str | None:
+    """Why a child that some of its parent session's options (a hook, matchers that are
+    callables) could not reach records nothing (it replays by the named matchers), if so."""
+    uncarried = _strings(environ.get(ENV_UNCARRIED) or "[]", ENV_UNCARRIED, "options")
+    if not uncarried:
+        return None
+    what = " and ".join(uncarried)
+    return (
+        f"This child process cannot record: the session's {what} could not be passed "
+        "to it (only a multiprocessing worker gets them, and only when they pickle: "
+        "module-level functions), and recording without them would store less "
+        "redacted interactions than the parent's, or match them otherwise. Record in "
+        "the parent process, or use module-level functions and multiprocessing."
+    )
+
+
+def _strings(text: str, name: str, what: str) -> list[str]:
+    try:
+        items = json.loads(text)
+    except ValueError:
+        items = None
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise ConfigurationError(f"{name} must be a JSON list of {what}, not {text!r}")
+    return items

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
 import secrets
 import signal
@@ -41,40 +40,33 @@ import time
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from types import FrameType
-from typing import Any
-
-import attrs
 
 from replay.adapters import patch
 from replay.engine.advice import COMMAND_ADVICE
-from replay.errors import ConfigurationError
 from replay.run.descendants import Carrier, carry
 from replay.run.progress import ProgressReporter
 from replay.run.settings import (
     ARRIVE,
-    ENV_ALLOW_REPEATS,
     ENV_CASSETTE,
     ENV_DESCENDANT,
     ENV_FAULTS,
     ENV_IGNORE_HOSTS,
     ENV_IGNORE_LOCALHOST,
-    ENV_MATCH_ON,
     ENV_PARTS_DIR,
     ENV_REACH_DIR,
     ENV_RECORD_MODE,
-    ENV_REDACT_HEADERS,
-    ENV_REDACT_QUERY,
     ENV_SPEED,
     ENV_STATUS_FD,
-    ENV_UNCARRIED,
     LIBRARY,
     SESSION_NAMES,
+    options_from,
+    refusal,
     settings_environment,
 )
 from replay.run.site.parts import hold
 from replay.session.imposed import Imposed, imposed
 from replay.session.lifecycle import CassetteSession
-from replay.session.options import SessionOptions, redactor_for
+from replay.session.options import SessionOptions
 
 __all__ = [
     "ENV_CASSETTE",
@@ -142,6 +134,8 @@ class ChildSession:
         self.parts_hold: int | None = None
         self._last_signal_at: float | None = None
         self._ours: list[int] = []  # the signals whose handler this sets
+        self._reach = "unsaid"  # how many requests went through: "saying", "said"
+        self._dying: int | None = None
         self._imposed = contextlib.ExitStack()
 
     def start(self) -> None:
@@ -169,6 +163,8 @@ class ChildSession:
                 self._ours.append(signum)
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._after_fork)
+        if self.descendant:
+            self._report_reach_at_any_end()
         self._carrier = carry(
             self._settings, arrive=ARRIVE, payload=self._payload, yields_to=ENV_CASSETTE
         )
@@ -191,7 +187,7 @@ class ChildSession:
                 self._reporter.flush()
             self.session.__exit__(None, None, None)
             _warn_read_on_loop(self.session.read_on_loop)
-            _report_reach(self.session)
+            self._report_reach()
         finally:
             self._imposed.close()
             self._close_status()
@@ -231,6 +227,7 @@ class ChildSession:
             with contextlib.suppress(ValueError, OSError):
                 signal.signal(signum, signal.SIG_DFL)
         self._ours = []
+        self._report_reach_at_any_end()
         cassette = self.session.cassette
         if self.parts_dir is not None:
             self.session.path = part_path(self.parts_dir)
@@ -239,6 +236,47 @@ class ChildSession:
         if self._reporter is not None:
             self._reporter.forget_fork()
         self._close_status()
+
+    def _report_reach(self) -> None:
+        if self._reach != "unsaid":
+            return
+        self._reach = "saying"
+        try:
+            _report_reach(self.session)
+        finally:
+            self._reach = "said"
+            if self._dying is not None:  # (a SIGTERM came meanwhile: see `_report_and_die`)
+                self._die(self._dying)
+
+    def _report_reach_at_any_end(self) -> None:
+        """Where the parent asks how many requests went through (`ENV_REACH_DIR`), say it
+        also when this child ends without `atexit`: a `multiprocessing` worker's end (which
+        is `os._exit`), or SIGTERM (a terminated pool's), after which it dies as by default."""
+        if not os.environ.get(ENV_REACH_DIR):
+            return
+        if "multiprocessing" in sys.modules:  # (run in the worker, after its own set-up)
+            from multiprocessing import util
+
+            util.register_after_fork(self, ChildSession._report_at_worker_end)
+        with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
+            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, self._report_and_die)
+
+    def _report_at_worker_end(self) -> None:
+        from multiprocessing import util
+
+        util.Finalize(self, self._report_reach, exitpriority=0)
+
+    def _report_and_die(self, signum: int, frame: FrameType | None) -> None:
+        if self._reach == "saying":  # (a worker's end, interrupted: it dies once it said it)
+            self._dying = signum
+            return
+        self._report_reach()
+        self._die(signum)
+
+    def _die(self, signum: int) -> None:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
 
     def _close_status(self) -> None:
         fd, self.status_fd = self.status_fd, None
@@ -295,11 +333,11 @@ def start_from_environment(
     status_fd = _take_status_fd(environ)
     parts_dir = Path(environ[ENV_PARTS_DIR]) if environ.get(ENV_PARTS_DIR) else None
     session = CassetteSession(
-        path if parts_dir is None else part_path(parts_dir), _options(environ, options)
+        path if parts_dir is None else part_path(parts_dir), options_from(environ, options)
     )
     descendant = environ.get(ENV_DESCENDANT) in ("1", LIBRARY)
     if descendant and not isinstance(options, SessionOptions):
-        _refuse_uncarried(session, environ)
+        session.refuse_recording(refusal(environ))
     settings = {name: environ[name] for name in SESSION_NAMES if name in environ}
     child = ChildSession(
         session,
@@ -321,59 +359,9 @@ def arrive(settings: Mapping[str, str], payload: object) -> None:
     (`replay.run.descendants`): start the session, unless the start-up hook did; given the
     parent's options late (its hook is in `__main__`), take them."""
     if _started is not None and isinstance(payload, SessionOptions):
-        _started.adopt(_options(settings, payload))
+        _started.adopt(options_from(settings, payload))
     else:
         start_from_environment(dict(settings), payload)
-
-
-def _options(environ: Mapping[str, str], given: object) -> SessionOptions:
-    """The options of the session the environment asks for: `given` ones (a parent's),
-    with the record mode and speed in force there, or made of the names."""
-    mode = environ.get(ENV_RECORD_MODE) or "once"
-    speed = environ.get(ENV_SPEED) or "instant"
-    if isinstance(given, SessionOptions):
-        return attrs.evolve(given, record_mode=mode, speed=speed)
-    match_on = _strings(environ.get(ENV_MATCH_ON) or "[]", ENV_MATCH_ON, "matcher names")
-    keywords: dict[str, Any] = {"match_on": tuple(match_on)} if match_on else {}
-    return SessionOptions(
-        record_mode=mode,
-        speed=speed,
-        faults=_strings(environ.get(ENV_FAULTS) or "[]", ENV_FAULTS, "fault specs"),
-        ignore_hosts=_strings(environ.get(ENV_IGNORE_HOSTS) or "[]", ENV_IGNORE_HOSTS, "hosts"),
-        ignore_localhost=environ.get(ENV_IGNORE_LOCALHOST) == "1",
-        allow_playback_repeats=environ.get(ENV_ALLOW_REPEATS) == "1",
-        redactor=redactor_for(
-            _strings(environ.get(ENV_REDACT_HEADERS) or "[]", ENV_REDACT_HEADERS, "headers"),
-            _strings(environ.get(ENV_REDACT_QUERY) or "[]", ENV_REDACT_QUERY, "names"),
-            None,
-        ),
-        **keywords,
-    )
-
-
-def _refuse_uncarried(session: CassetteSession, environ: Mapping[str, str]) -> None:
-    """A child that some of its parent session's options (a hook, matchers that are
-    callables) could not reach records nothing (it replays by the named matchers)."""
-    uncarried = _strings(environ.get(ENV_UNCARRIED) or "[]", ENV_UNCARRIED, "options")
-    if uncarried:
-        what = " and ".join(uncarried)
-        session.refuse_recording(
-            f"This child process cannot record: the session's {what} could not be passed "
-            "to it (only a multiprocessing worker gets them, and only when they pickle: "
-            "module-level functions), and recording without them would store less "
-            "redacted interactions than the parent's, or match them otherwise. Record in "
-            "the parent process, or use module-level functions and multiprocessing."
-        )
-
-
-def _strings(text: str, name: str, what: str) -> list[str]:
-    try:
-        items = json.loads(text)
-    except ValueError:
-        items = None
-    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
-        raise ConfigurationError(f"{name} must be a JSON list of {what}, not {text!r}")
-    return items
 
 
 def part_path(parts_dir: Path) -> Path:
