@@ -34,7 +34,11 @@ from replay.run.settings import ENV_CASSETTE, ENV_MATCH_ON
 from replay.store.file import load_interactions
 from replay.testing import Origin, Script
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="fork, forkserver, flock")
+pytestmark = [
+    pytest.mark.skipif(os.name != "posix", reason="fork, forkserver, flock"),
+    # (Python 3.12+ warns of a fork beside threads: the origin's, here, which the child leaves)
+    pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning"),
+]
 
 METHODS = ("fork", "forkserver", "spawn")
 PATHS = [f"/{name}" for name in (*METHODS, "executor", "own-env", "minimal-env", "parent")]
