@@ -158,7 +158,10 @@ def _sync_environ() -> None:
 
 
 def _merged_env(env: Any) -> Any:
-    """`env` (a Popen's own environment) with the active settings and the hook merged in."""
+    """`env` (a Popen's own environment) with the active settings and the hook merged in
+    (None, which means `os.environ`, stays: that has them)."""
+    if env is None:
+        return None
     merged = dict(env)
     text = {os.fsdecode(name): os.fsdecode(value) for name, value in merged.items()}
     settings: dict[str, str] = {}
