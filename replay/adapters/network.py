@@ -20,8 +20,7 @@ Not covered: programs that are not Python (curl, node), Python started with -S, 
 (no start-up hook), C extensions that make their own socket system calls without audit
 events (uvloop, pycurl, grpc), name resolution (a DNS lookup of a refused host may still
 reach the resolver: the connection after it is refused), and processes started by C
-code. A `multiprocessing`
-forkserver started during the block stays blocked after it.
+code. A `multiprocessing` forkserver started during the block stays blocked after it.
 
 Loopback stays allowed unless `allowed_hosts` says otherwise, since tests talk to local
 servers.
@@ -219,7 +218,8 @@ class _ChildEnvironment:
         self._carrier.end()
 
 
-#: The blocks this process started from its settings (`_arrive`): each once.
+#: The blocks this process started from `ENV_BLOCK_NETWORK` (`block_from_environment`),
+#: by its text: each once, though both the start-up hook and a worker's preparation data ask.
 _arrived: set[str] = set()
 
 
