@@ -11,9 +11,9 @@ body's chunks (`replay.engine.playing`) by the reader itself as its buffer runs 
 instant speed (no task, no wait), else by a task that feeds each chunk when due and yields
 to the reader, as a socket would: a reader that keeps up reads the recorded chunks one by
 one. A recorded error ends the body as aiohttp's `SocketTimeoutError` (a read timeout: a
-stall longer than `sock_read`) or `ClientPayloadError`. With `auto_decompress`, gzip and
-deflate bodies are decoded as fed (other encodings are fed as recorded). Traces do not fire;
-`timeout.total` spares replayed bodies.
+stall, or headers or a chunk due further away than `sock_read`) or `ClientPayloadError`.
+With `auto_decompress`, gzip and deflate bodies are decoded as fed (other encodings are fed
+as recorded). Traces do not fire; `timeout.total` spares replayed bodies.
 
 Recording: see `replay.adapters.aiohttp_record`. A redirect is one interaction (first request,
 final response); websocket upgrades go live.

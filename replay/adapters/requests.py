@@ -72,7 +72,7 @@ def patches() -> list[tuple[type, str, Any]]:
             real = functools.partial(original, self, request, True, timeout, *args, **kw)
             response = _record(decided, real)
         else:
-            response = self.build_response(request, _replayed(decided, asked.url, timeout))
+            response = self.build_response(request, _replayed(decided, request, timeout))
         if not stream:
             response.content  # noqa: B018 (the whole body read now, as requests' sessions do)
         return response
@@ -110,10 +110,17 @@ def _read_timeout(timeout: Any) -> float | None:
     return None
 
 
-def _replayed(replay: Replay, url: str, timeout: Any) -> _Raw:
-    """The body of `replay`, once its headers are due, as requests reads urllib3's."""
+def _replayed(replay: Replay, request: Any, timeout: Any) -> _Raw:
+    """The body of `replay`, once its headers are due, as requests reads urllib3's; headers
+    later than the read timeout raise requests' `ReadTimeout`, as its adapter's send does."""
+    url = request.url or ""
     body = replay.body(functools.partial(_end_error, url), _read_timeout(timeout))
-    body.head()
+    try:
+        body.head()
+    except ReadTimeoutError as error:
+        from requests.exceptions import ReadTimeout
+
+        raise ReadTimeout(error, request=request) from None
     pieces = functools.partial(next, iter(body), None)
     response = replay.played.response
     return _Raw(response.status, response.headers, pieces, body.close)
