@@ -21,6 +21,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import httpx
@@ -359,3 +360,28 @@ def test_replay_run_counts_what_went_through_workers_that_were_terminated(
     )
     assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "/forkserver", "")
     assert echo.requests == []
+
+
+def fetch_then_wait(url: str, done: Any) -> None:
+    """In a worker: fetch, say so, then live on until told to end."""
+    httpx.get(url).read()
+    done.send("fetched")
+    done.recv()
+
+
+def test_what_a_child_still_running_recorded_is_merged_by_the_next_session(
+    echo: Origin, tmp_path: Path
+) -> None:
+    cassette = tmp_path / "c.msgpack"
+    fork = multiprocessing.get_context("fork")
+    ours, theirs = fork.Pipe()
+    with replay.use_cassette(cassette, record_mode="all"):
+        child = fork.Process(target=fetch_then_wait, args=(f"{echo.url}/fork", theirs))
+        child.start()
+        assert ours.recv() == "fetched"
+    assert not cassette.exists()  # the child holds its parts: the parent leaves them
+    ours.send("end")
+    child.join()
+    with replay.use_cassette(cassette, record_mode="all"):
+        pass
+    assert paths(cassette) == ["/fork"]
