@@ -3,6 +3,8 @@ real subprocesses, against a loopback origin that counts every request it gets."
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -217,3 +219,46 @@ def test_allow_host_without_a_block_is_a_usage_error(tmp_path: Path, recorded: P
     done = replay_text("run", str(recorded), "--mode", "once", "--allow-host", "x", "--", "true")
     assert done.returncode != 0
     assert "--allow-host needs --block-network" in done.stderr
+
+
+# -- Python children given an environment of their own ------------------------------------------
+
+CHILD = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)"
+OWN_ENVIRONMENTS = """
+import os, subprocess, sys
+url = sys.argv[1] + "/v1/responses"
+CHILD = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)"
+for env in ({**os.environ, "PYTHONPATH": "src"}, {"PATH": os.environ["PATH"]}):
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, url], capture_output=True, text=True, env=env, timeout=60
+    )
+    print("NetworkBlockedError" in done.stderr and done.returncode != 0)
+"""
+
+
+def test_replay_run_blocks_children_given_their_own_environment(
+    tmp_path: Path, origin: Origin
+) -> None:
+    cassette = tmp_path / "c.msgpack"
+    with replay.use_cassette(cassette):
+        httpx.get(origin.url + PATH)
+    program = tmp_path / "p.py"
+    program.write_text(OWN_ENVIRONMENTS)
+    done = replay_text("run", str(cassette), "--", sys.executable, str(program), origin.url)
+    assert done.stdout.split() == ["True", "True"], done.stderr
+    assert len(origin.requests) == 1  # the recording's only
+
+
+def test_block_network_blocks_children_given_their_own_environment(origin: Origin) -> None:
+    with replay.block_network(allowed_hosts=()):
+        for env in ({**os.environ, "PYTHONPATH": "src"}, {"PATH": os.environ["PATH"]}):
+            done = subprocess.run(
+                [sys.executable, "-c", CHILD, origin.url + PATH],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+            )
+            assert "NetworkBlockedError" in done.stderr
+            assert done.returncode != 0
+    assert origin.requests == []

@@ -11,10 +11,11 @@ Three layers, all idle unless a block is active:
    be removed, so it is installed once and consults the blocks active at the moment.
    Connections opened before the block are refused on reuse (`replay.adapters.reuse`).
 3. Child Python processes. While a block is active, `ENV_BLOCK_NETWORK` (the allowed hosts)
-   is set and replay's start-up hook directory is first on PYTHONPATH in `os.environ`, so a
-   Python subprocess or a `multiprocessing` spawn worker blocks its own network before its
-   first line runs (`replay.run.site.sitecustomize` calls `block_from_environment`). Both are
-   put back as they were when the block ends.
+   is carried into every Python process started (`replay.run.descendants`: `os.environ` with
+   replay's start-up hook first on PYTHONPATH, a `Popen`'s own `env=`, the preparation data
+   of `multiprocessing` spawn and forkserver workers), which blocks its own network before
+   its first line runs (`block_from_environment`, from `replay.run.site.sitecustomize` or
+   the preparation data). The environment is put back as it was when the block ends.
 
 A process blocked from birth (`block_from_environment`) also says each refusal on its
 stderr as it happens, since the program may catch the error and go on.
@@ -23,9 +24,9 @@ Not covered: programs that are not Python (curl, node), Python started with -S, 
 (no start-up hook), C extensions that make their own socket system calls without audit
 events (uvloop, pycurl, grpc), writes to a descriptor connected before the block that
 bypass the socket objects (`replay.adapters.reuse`), name resolution (a DNS lookup of a
-refused host may still reach the resolver: the connection after it is refused), and a
-`multiprocessing` forkserver started before the block (its workers are not blocked; one
-started during the block stays blocked after it).
+refused host may still reach the resolver: the connection after it is refused), and
+processes started by C code. A `multiprocessing` forkserver started during the block stays
+blocked after it.
 
 Loopback stays allowed unless `allowed_hosts` says otherwise, since tests talk to local
 servers.
@@ -41,7 +42,6 @@ import socket
 import sys
 import threading
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
@@ -70,9 +70,6 @@ LOOPBACK: frozenset[str] = frozenset({"localhost", "127.0.0.1", "::1"})
 ENV_BLOCK_NETWORK = "REPLAY_BLOCK_NETWORK"
 """Set while a block is active: the hosts still allowed, as a JSON list. A Python process
 started with it (and replay's hook on PYTHONPATH) blocks its network for its whole life."""
-
-#: The directory of replay's `sitecustomize` (`replay.run.site`, not imported here).
-_HOOK_DIRECTORY = str(Path(__file__).resolve().parent.parent / "run" / "site")
 
 
 def host_names(hosts: Iterable[str]) -> frozenset[str]:
@@ -233,33 +230,30 @@ def _stop(guard: _Guard) -> None:
 
 
 class _ChildEnvironment:
-    """The variables a block puts in `os.environ` for child processes, and their undoing."""
+    """A block carried into the Python processes started while it is active, however they
+    start (`replay.run.descendants`: the environment, a Popen's env of its own, the
+    preparation data of `multiprocessing` workers); `restore` ends that."""
 
     def __init__(self, allowed_hosts: frozenset[str]) -> None:
-        saved_path = os.environ.get("PYTHONPATH")
-        entries = [entry for entry in (saved_path or "").split(os.pathsep) if entry]
-        self._saved = {
-            ENV_BLOCK_NETWORK: os.environ.get(ENV_BLOCK_NETWORK),
-            "PYTHONPATH": saved_path,
-        }
-        self._set = {
-            ENV_BLOCK_NETWORK: json.dumps(sorted(allowed_hosts)),
-            "PYTHONPATH": os.pathsep.join(
-                [_HOOK_DIRECTORY, *(entry for entry in entries if entry != _HOOK_DIRECTORY)]
-            ),
-        }
-        os.environ.update(self._set)
+        from replay.run.descendants import carry
+
+        settings = {ENV_BLOCK_NETWORK: json.dumps(sorted(allowed_hosts))}
+        self._carrier = carry(settings, arrive="replay.adapters.network:_arrive")
 
     def restore(self) -> None:
-        """Put back what was there before; a variable changed since stays as it is now."""
-        for name, value in self._set.items():
-            if os.environ.get(name) != value:
-                continue
-            previous = self._saved[name]
-            if previous is None:
-                del os.environ[name]
-            else:
-                os.environ[name] = previous
+        """Carry the block no further (the environment is put back as it was)."""
+        self._carrier.end()
+
+
+#: The blocks this process started from `ENV_BLOCK_NETWORK` (`block_from_environment`),
+#: by its text: each once, though both the start-up hook and a worker's preparation data ask.
+_arrived: set[str] = set()
+
+
+def _arrive(settings: Mapping[str, str], payload: object) -> None:
+    """In a `multiprocessing` worker started during a block: block its network too (unless
+    its start-up hook did)."""
+    block_from_environment(settings)
 
 
 @contextlib.contextmanager
@@ -329,7 +323,12 @@ def block_from_environment(environ: Mapping[str, str] | None = None) -> bool:
         hosts = None
     if not isinstance(hosts, list) or not all(isinstance(host, str) for host in hosts):
         raise ConfigurationError(f"{ENV_BLOCK_NETWORK} must be a JSON list of hosts, not {text!r}")
+    if text in _arrived:  # (the start-up hook, then the `multiprocessing` preparation data)
+        return True
+    _arrived.add(text)
     global _report
     _report = True
-    _start(_Guard(host_names(hosts)))
+    guard = _Guard(host_names(hosts))
+    _start(guard)
+    _ChildEnvironment(guard.allowed_hosts)  # for this process's whole life
     return True

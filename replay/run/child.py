@@ -38,7 +38,8 @@ from replay.errors import ConfigurationError
 from replay.faults import Fault, coerce
 from replay.model import Interaction
 from replay.run.report import Reach, StatusLine, is_terminal, summary_lines
-from replay.run.site import ENV_STATUS_FD, HOOK_DIRECTORY, settings_environment
+from replay.run.settings import SESSION_NAMES
+from replay.run.site import HOOK_DIRECTORY, settings_environment
 from replay.run.site.parts import PartsDirectory, recover
 from replay.run.supervise import Signals, run_program
 from replay.session.lifecycle import VIRTUAL
@@ -312,7 +313,8 @@ def _settings(
 def _child_environment(settings: Mapping[str, str]) -> dict[str, str]:
     """This process's environment, plus the hook first on PYTHONPATH and the settings."""
     environment = dict(os.environ)
-    environment.pop(ENV_STATUS_FD, None)  # a stale one, if replay runs under replay
+    for name in SESSION_NAMES:  # an enclosing session's, if replay runs under replay
+        environment.pop(name, None)
     hook = str(HOOK_DIRECTORY)
     existing = environment.get("PYTHONPATH", "")
     entries = [entry for entry in existing.split(os.pathsep) if entry != hook] if existing else []
