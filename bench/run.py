@@ -935,7 +935,29 @@ def bench_stamps(config: Settings, verdicts: list[Verdict]) -> Section:
             figure = f"max stamp error, {runner}, {blocked}"
             verdicts.append(Verdict("5. stamps", figure, ms(worst), "< 15 ms", worst < 0.015))
     section.lines.append("")
+    section.lines += held_gil_lines(runs, verdicts)
     return section
+
+
+def held_gil_lines(runs: int, verdicts: list[Verdict]) -> list[str]:
+    """Benchmark 5, second part: the client holds its GIL (`network_stamps.py`)."""
+    import network_stamps  # beside this script
+
+    found = network_stamps.run(runs)
+    worst = network_stamps.worst_with_stamper(found)
+    figure = f"max stamp error, GIL held {network_stamps.HOLD * 1000:.0f} ms (stamper)"
+    verdicts.append(Verdict("5. stamps", figure, ms(worst), "< 5 ms", worst < 0.005))
+    return [
+        f"The client holds its GIL (a C call) for {network_stamps.HOLD * 1000:.0f} ms after "
+        f"the first of {network_stamps.EVENTS} events {network_stamps.GAP * 1000:.0f} ms "
+        "apart, sent by an origin in its own process that writes its send time into each "
+        f"event; {runs} recordings per row. *Stamp error*: the largest |recorded gap − sent "
+        "gap| of a recording. The reader rows are replay with `REPLAY_STAMPER=off` (times "
+        "taken in the client's process, as before issue 28).",
+        "",
+        *network_stamps.rows(found),
+        "",
+    ]
 
 
 def bench_aiohttp(config: Settings, verdicts: list[Verdict]) -> Section:

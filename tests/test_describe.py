@@ -106,8 +106,12 @@ def hand_built() -> Cassette:
 # -- table ------------------------------------------------------------------------------------
 
 
+NOTES = ("times: ", "#")  # the lines under the table: not rows
+
+
 def rows(text: str) -> list[list[str]]:
-    return [line.split() for line in text.splitlines()[1:]]
+    """The table's rows (not its header, nor the notes under it)."""
+    return [line.split() for line in text.splitlines()[1:] if not line.startswith(NOTES)]
 
 
 def test_table_has_a_header_and_one_row_per_interaction() -> None:
@@ -432,6 +436,7 @@ def test_views_of_a_recorded_cassette(recorded: tuple[Path, str]) -> None:
         ("GET", "404", "0", "eof", f"{url}/missing"),
     ]
     assert float(table[0][5]) >= 20.0  # the origin waited 20 ms before the first event
+    assert describe.table(cassette).splitlines()[-1].startswith("times: ")  # where from
     events = describe.events(cassette).splitlines()
     assert events[1].split()[1:] == ["response.created", "{}"]
     assert events[2].split()[1:] == ["message", "[DONE]"]

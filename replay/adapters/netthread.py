@@ -33,13 +33,13 @@ import threading
 import weakref
 from typing import Any, Final, cast
 
-from replay.adapters import routes
+from replay.adapters import netbackend, routes, stamper
 from replay.adapters.httpmod import AsyncSource, module_of
 from replay.adapters.reader import Schedule, ThreadReader
 from replay.engine.feed import AsyncFeed, Failed
 from replay.engine.recorder import Recording
 
-__all__ = ["close_twin", "send_in_thread", "unsupported_reason"]
+__all__ = ["close_twin", "send_in_thread", "stamped_transport", "unsupported_reason"]
 
 
 #: The HTTP modules served, and the httpcore each builds its pools from.
@@ -62,28 +62,45 @@ _POOL_SETTINGS: Final = (
 
 
 def unsupported_reason(transport: object, request: Any) -> str | None:
-    """Why the response to `request` through `transport` cannot be read from a thread; None
-    when it can."""
+    """Why the response to `request` through `transport` (an async one) cannot be read from
+    a thread; None when it can."""
+    return _reason(transport, request, sync=False)
+
+
+def _reason(transport: object, request: Any, *, sync: bool) -> str | None:
+    """Why a twin of `transport` (sync or async) cannot send `request`; None when it can."""
     module = module_of(transport)
     core_name = _CORES.get(module.__name__)
-    if core_name is None or type(transport) is not getattr(module, "AsyncHTTPTransport", None):
-        return f"{type(transport).__qualname__} is not {module.__name__}.AsyncHTTPTransport"
+    kind = "HTTPTransport" if sync else "AsyncHTTPTransport"
+    if core_name is None or type(transport) is not getattr(module, kind, None):
+        return f"{type(transport).__qualname__} is not {module.__name__}.{kind}"
     core = importlib.import_module(core_name)
     pool: Any = getattr(transport, "_pool", None)
-    if type(pool) is not core.AsyncConnectionPool:  # AsyncHTTPProxy, AsyncSOCKSProxy, custom
-        return f"its pool is a {type(pool).__qualname__} (a proxy?)"
+    if type(pool) is not getattr(core, "ConnectionPool" if sync else "AsyncConnectionPool"):
+        return f"its pool is a {type(pool).__qualname__} (a proxy?)"  # HTTPProxy, SOCKSProxy…
     if any(not hasattr(pool, name) for name in _POOL_SETTINGS):
         return f"{core_name} {getattr(core, '__version__', '?')} keeps its settings elsewhere"
     if getattr(pool, "_proxy", None) is not None:
         return "its pool goes through a proxy"
-    auto = getattr(importlib.import_module(f"{core_name}._backends.auto"), "AutoBackend", None)
-    if type(pool._network_backend) is not auto:
+    backends = importlib.import_module(f"{core_name}._backends.{'sync' if sync else 'auto'}")
+    if type(pool._network_backend) is not getattr(
+        backends, "SyncBackend" if sync else "AutoBackend", None
+    ):
         return "its pool has a custom network backend"
     if pool._ssl_context is None or not isinstance(pool._socket_options, (list, tuple, type(None))):
         return "its pool's settings cannot be copied"
     if module_of(request) is not module or "trace" in request.extensions:
         return "the request has a trace extension (async callbacks)"
     return None
+
+
+def stamped_transport(transport: object, request: Any) -> Any | None:
+    """The sync twin of the sync `transport` whose connections are read by the stamper
+    (`replay.adapters.netbackend`), to send `request` being recorded; None when there is no
+    stamper or the twin cannot send it (`transport` sends it then, as it is)."""
+    if not stamper.available() or _reason(transport, request, sync=True) is not None:
+        return None
+    return _twin(transport).transport
 
 
 class _Twin:
@@ -106,6 +123,9 @@ class _Twin:
             retries=pool._retries,
             socket_options=pool._socket_options,
         )
+        if stamper.available():  # its connections read by the stamper: the network's times
+            core_name = _CORES[module.__name__]
+            self.transport._pool._network_backend = netbackend.backend_for(core_name)
         self.readers: weakref.WeakSet[ThreadReader] = weakref.WeakSet()
 
     def close(self) -> None:

@@ -135,8 +135,10 @@ def guarded_async(send: AsyncSend) -> AsyncSend:
 
 
 def _send_sync(original: Callable[[Any, Any], Any], transport: Any, request: Any) -> Any:
+    from replay.adapters.record import network_send_sync  # (a recording: read by the stamper)
+
     with bypassed():
-        return original(transport, request)
+        return network_send_sync(transport, original, request)
 
 
 async def _send_async(original: Callable[[Any, Any], Any], transport: Any, request: Any) -> Any:

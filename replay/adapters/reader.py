@@ -41,6 +41,7 @@ import anyio
 
 from replay.adapters import routes
 from replay.adapters.httpmod import headers_of, interrupt
+from replay.adapters.netbackend import stamp_of
 from replay.adapters.workers import WORKERS as _WORKERS
 from replay.engine.feed import CLOSE_WAIT, END, Failed, HookFailed, is_last
 from replay.engine.recorder import Recording
@@ -131,16 +132,17 @@ class ThreadReader:
             raise
         if self._abandoned:
             return self._end(None)
-        self._recording.got_chunk(data)
+        self._recording.got_chunk(data, moment=stamp_of(self.upstream))
         return data
 
     def _end(self, error: BaseException | None) -> object:
         """Close the upstream and store the recording: the body's last item for the client."""
+        moment = stamp_of(self.upstream) if error is None else None  # (the end's arrival)
         self._let_go()
         if self._abandoned:
             return END
         try:
-            self._recording.finish(error=error)  # at the network's time of the end
+            self._recording.finish(error=error, moment=moment)  # at the network's time
         except Exception as failure:  # a before_record hook raised: the client hears of it
             return HookFailed(failure)
         return END if error is None else Failed(error)
@@ -169,7 +171,9 @@ class ThreadReader:
             if abandoned:  # the client was cancelled while waiting for the headers
                 _quietly(upstream.close)
                 return END
-            self._recording.got_headers(upstream.status_code, headers_of(upstream))
+            self._recording.got_headers(
+                upstream.status_code, headers_of(upstream), stamp_of(upstream)
+            )
             self._put(upstream)
         while True:
             item = self._step()

@@ -10,6 +10,10 @@ gets every chunk as soon as it arrives, and nothing is buffered whole: a client 
 early stops the recording there, and the reader lets go of the connection before the
 client's close returns.
 
+Through `HTTPTransport` / `AsyncHTTPTransport` the connections themselves are read by the
+stamper process (`replay.adapters.stamper`, `replay.adapters.netbackend`): each chunk then has
+the time its bytes arrived, whatever the client (holding the GIL) let the reader do.
+
 The timeline itself, finished exactly once, and where it goes are the engine's
 (`replay.engine.recorder`): this module only reads upstream bodies.
 """
@@ -26,8 +30,10 @@ from typing import Any
 import anyio
 import httpx
 
+from replay.adapters import routes
 from replay.adapters.httpmod import async_stream, headers_of, module_of, sync_stream
 from replay.adapters.httpx_capture import request_from_httpx
+from replay.adapters.netbackend import stamp_of
 from replay.adapters.reader import ThreadReader
 from replay.clock import Clock, MonotonicClock
 from replay.engine.exchange import Record
@@ -40,6 +46,8 @@ from replay.store.cassette import Cassette
 __all__ = [
     "AsyncRecordingTransport",
     "RecordingTransport",
+    "network_send",
+    "network_send_sync",
     "record_async",
     "record_sync",
     "recorded_async",
@@ -175,10 +183,18 @@ def record_sync(
 
 def recorded_sync(request: Any, send: Callable[[Any], Any], record: Record) -> Any:
     """Send `request` (read) with `send` and hand back the response, its body read and
-    stamped as it comes onto `record`'s recording (started when the request was sent)."""
-    upstream = record.sent(functools.partial(send, request))
+    stamped as it comes onto `record`'s recording (started when the request was sent).
+
+    When `send` ends in `network_send_sync` and the transport allows it, the connection is
+    read by the stamper (`replay.adapters.stamper`): each chunk has its network arrival's time.
+    """
     recording = record.recording
-    recording.got_headers(upstream.status_code, headers_of(upstream))
+    request.extensions[RECORDING] = recording
+    try:
+        upstream = record.sent(functools.partial(send, request))
+    finally:
+        request.extensions.pop(RECORDING, None)
+    recording.got_headers(upstream.status_code, headers_of(upstream), stamp_of(upstream))
     return _response_like(
         upstream, sync_stream(module_of(upstream), SyncFeed(ThreadReader(recording, upstream)))
     )
@@ -189,6 +205,20 @@ def recorded_sync(request: Any, send: Callable[[Any], Any], record: Record) -> A
 RECORDING = "replay.recording"
 #: The response extension saying that the network send records the body itself.
 RECORDED = "replay.recorded"
+
+
+def network_send_sync(transport: Any, original: Callable[[Any, Any], Any], request: Any) -> Any:
+    """`original(transport, request)`, the real send; except for a request being recorded
+    when there is a stamper: then it goes through the transport's twin whose connections the
+    stamper reads (`replay.adapters.netthread.stamped_transport`)."""
+    if isinstance(request.extensions.get(RECORDING), Recording):
+        from replay.adapters.netthread import stamped_transport
+
+        twin = stamped_transport(transport, request)
+        if twin is not None:
+            with routes.bypassed():
+                return twin.handle_request(request)
+    return original(transport, request)
 
 
 async def network_send(transport: Any, original: Callable[[Any, Any], Any], request: Any) -> Any:
@@ -281,7 +311,8 @@ class RecordingTransport(_RecordingShell, httpx.BaseTransport):
 
     def handle_request(self, request: Any) -> Any:
         """Send through `inner`, recording the response as it streams."""
-        return record_sync(request, self.inner.handle_request, self.tape, clock=self.clock)
+        send = functools.partial(network_send_sync, self.inner, type(self.inner).handle_request)
+        return record_sync(request, send, self.tape, clock=self.clock)
 
     def close(self) -> None:
         """Close the inner transport."""

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from replay.clock import Clock
+from replay.clock import Clock, MonotonicClock
 from replay.engine.ends import recorded_error
 from replay.model import Chunks, Interaction, Request, Response, StreamEnd
 from replay.redact.redactor import Redactor
@@ -168,25 +168,43 @@ class Recording:
         self.finished = False
         #: The chunks are stamped by a reader on the client's event loop (not a thread).
         self.read_on_loop = False
+        #: Where the times came from (`replay.model.TIMES`): "network" while every moment
+        #: noted was a network arrival's, "reader" once one was a reader's clock reading.
+        self.times: str | None = None
+        self._network = type(clock) is MonotonicClock  # arrivals' times are on its timeline
 
     def elapsed(self) -> float:
         """Seconds since the request was sent."""
         return max(0.0, self.clock.now() - self.start)
 
-    def got_headers(self, status: int, headers: list[tuple[str, str]]) -> None:
-        """Note the status line and headers, stamped now."""
-        self.headers_at = self.elapsed()
+    def at(self, moment: float | None) -> float:
+        """The recording's time of `moment`, a network arrival's time on `time.monotonic()`
+        (None: of now, as the reader reads it); noted in `times`."""
+        if moment is None or not self._network:
+            self.times = "reader"
+            return self.elapsed()
+        if self.times is None:
+            self.times = "network"
+        return max(0.0, moment - self.start)
+
+    def got_headers(
+        self, status: int, headers: list[tuple[str, str]], moment: float | None = None
+    ) -> None:
+        """Note the status line and headers, stamped now (or at the network's `moment`)."""
+        self.headers_at = self.at(moment)
         self.status = status
         self.headers = headers
 
-    def got_chunk(self, data: bytes, at: float | None = None) -> None:
-        """Note a body chunk, stamped now or at `at` (ignored once finished)."""
+    def got_chunk(
+        self, data: bytes, at: float | None = None, *, moment: float | None = None
+    ) -> None:
+        """Note a body chunk, stamped now, at `at`, or at the network's `moment` (ignored
+        once finished)."""
         if at is None:
-            at = self.elapsed()
+            at = self.at(moment)
         with self._lock:
             if not self.finished:
-                if self._times and at < self._times[-1]:
-                    at = self._times[-1]
+                at = max(at, self._times[-1] if self._times else self.headers_at)
                 self._times.append(at)
                 self._payloads.append(data)
                 self._held += len(data)
@@ -218,7 +236,13 @@ class Recording:
             return Chunks(times, (*SpooledPayloads(spool, self._offsets, self._lengths), *held))
         return Chunks._kept(times, SpooledPayloads(spool, self._offsets, self._lengths))
 
-    def finish(self, *, error: BaseException | None = None, stopped_by: str | None = None) -> None:
+    def finish(
+        self,
+        *,
+        error: BaseException | None = None,
+        stopped_by: str | None = None,
+        moment: float | None = None,
+    ) -> None:
         """End the recording now (the first call wins) and store it on the tape.
 
         Args:
@@ -226,6 +250,8 @@ class Recording:
                 the end vocabulary's name (`replay.engine.ends`).
             stopped_by: "client" (it closed early) or "session" (it ended while this was
                 still streaming); None when the body reached its end.
+            moment: the network arrival's time (on `time.monotonic()`) that ended the body,
+                when known (else now).
         """
         with self._lock:
             if self.finished:
@@ -235,7 +261,8 @@ class Recording:
         if not self.status:  # never got headers (refused, or cut off): nothing to record
             self.tape.store(self, None)
             return
-        at = max(self.elapsed(), chunks.times[-1] if chunks.times else self.headers_at)
+        now = self.elapsed() if moment is None or not self._network else moment - self.start
+        at = max(now, chunks.times[-1] if chunks.times else self.headers_at)
         name, message = (None, "") if error is None else recorded_error(error)
         truncated = stopped_by is not None
         end = StreamEnd(at, name, message, truncated=truncated, stopped_by=stopped_by)
@@ -245,5 +272,6 @@ class Recording:
             headers_at=self.headers_at,
             chunks=chunks,
             end=end,
+            times=self.times or "reader",
         )
         self.tape.store(self, Interaction(self.request, response))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable
 from typing import BinaryIO
 
@@ -27,6 +26,8 @@ from replay.engine import Data, End, Player, Stepper, step_sync
 from replay.engine.ends import CLOSED_AFTER_END, CLOSED_AFTER_END_TEXT
 from replay.errors import ConfigurationError
 from replay.faults import FaultLike
+from replay.inspect.printable import printable
+from replay.inspect.provenance import times_note
 from replay.model import Chunks, Interaction, Response, TimedEvent
 from replay.store.cassette import Cassette
 from replay.store.file import dumps
@@ -62,22 +63,6 @@ _ESCAPES = {code: f"\\x{code:02x}" for code in (*range(32), 127)}
 _ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
 
 
-# C0 controls but the line break and tab, DEL, C1 controls, and the bidirectional overrides
-# (which reorder what a terminal shows): a cassette from a pull request is shown, not obeyed.
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    """`text` with every character that would steer a terminal (ESC, BEL, CR, bidi
-    overrides…) shown escaped (`\\x1b`, `\\u202e`); line breaks and tabs are kept."""
-    return _UNPRINTABLE.sub(_escaped, text)
-
-
-def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
 def table(cassette: Cassette) -> str:
     """One aligned line per interaction, under a header line; ends with a newline.
 
@@ -98,6 +83,7 @@ def table(cassette: Cassette) -> str:
             notes.append(f"#{index}: events ?: {_one_line(problem, 2 * DATA_WIDTH)}")
     if not cassette.interactions:
         lines.append("(no interactions)")
+    notes.extend(times_note(cassette.interactions))
     return printable("\n".join([*lines, *notes])) + "\n"
 
 
@@ -286,7 +272,8 @@ def _raw_interaction(index: int, interaction: Interaction) -> list[str]:
     lines.append(">")
     if request.body:
         lines.extend(_body_text(request.body, "request body"))
-    lines.append(f"< {response.status}  (headers at {response.headers_at:.3f} s)")
+    times = f"; times: {response.times}" if response.times else ""
+    lines.append(f"< {response.status}  (headers at {response.headers_at:.3f} s{times})")
     lines.extend(f"< {name}: {value}" for name, value in response.headers)
     lines.append("<")
     lines.extend(_response_body(response))

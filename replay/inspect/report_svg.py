@@ -24,7 +24,7 @@ import attrs
 
 from replay.dialects.kinds import Kind
 from replay.engine.ends import CLOSED_AFTER_END, CLOSED_AFTER_END_TEXT, error_kind
-from replay.inspect.describe import printable
+from replay.inspect.printable import printable
 from replay.model import StreamEnd
 from replay.redact.shapes import hide_shapes
 

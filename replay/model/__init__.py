@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_SECONDS",
+    "TIMES",
     "Chunk",
     "Chunks",
     "Interaction",
@@ -127,6 +128,12 @@ def _header(headers: Headers, name: str) -> str | None:
     return next((value for key, value in headers if key.lower() == wanted), None)
 
 
+#: Where a recording's times came from (`Response.times`): "network", each the time its
+#: bytes arrived (read by the stamper process, which the client cannot hold up); "reader",
+#: when replay's reader in the client's process read them (a client holding the GIL delays
+#: those); None: not said (recorded before this was written down, or made by hand).
+TIMES = (None, "network", "reader")
+
 #: Who may stop a recording before its body ends (`StreamEnd.stopped_by`).
 STOPPERS = (None, "client", "session")
 
@@ -218,6 +225,7 @@ class Response:
         headers_at: seconds from sending the request to the status line and headers.
         chunks: the body, chunk by chunk, in arrival order.
         end: how and when the body ended.
+        times: where the times came from (`TIMES`): "network", "reader", or None.
     """
 
     status: int = attrs.field(validator=_valid_status)
@@ -228,6 +236,7 @@ class Response:
         default=attrs.Factory(lambda self: _default_end(self), takes_self=True),
         validator=_end_after_body,
     )
+    times: str | None = attrs.field(default=None, validator=attrs.validators.in_(TIMES))
 
     @property
     def body(self) -> bytes:

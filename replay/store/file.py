@@ -171,13 +171,15 @@ def _write_long(writer: _Writer, interaction: Interaction) -> None:
     request, response = interaction.request, interaction.response
     fields = _response(response)
     times, end = fields.pop("chunks")["at"], fields.pop("end")
+    source = fields.pop("times", None)
     writer.packer.pack_map_header(2)
     writer.pack("request")
     writer.packer.pack_map_header(4)
     writer.pack(*itertools.chain.from_iterable(_request(request).items()), "body")
     writer.binary(request.body)
     writer.pack("response")
-    writer.packer.pack_map_header(5)  # status, headers, headers_at; then chunks, end
+    # status, headers, headers_at; then chunks, end (and where the times came from)
+    writer.packer.pack_map_header(5 if source is None else 6)
     writer.pack(*itertools.chain.from_iterable(fields.items()), "chunks")
     writer.packer.pack_map_header(2)
     writer.pack("at", times, "data")
@@ -185,6 +187,8 @@ def _write_long(writer: _Writer, interaction: Interaction) -> None:
     for payload in response.chunks.payloads:
         writer.binary(payload)
     writer.pack("end", end)
+    if source is not None:
+        writer.pack("times", source)
 
 
 def _interaction(i: Interaction) -> dict[str, Any]:
@@ -213,6 +217,7 @@ def _response(r: Response) -> dict[str, Any]:
             "truncated": end.truncated,
             **({"stopped_by": end.stopped_by} if end.stopped_by not in (None, "client") else {}),
         },
+        **({"times": r.times} if r.times is not None else {}),
     }
 
 

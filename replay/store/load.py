@@ -324,6 +324,7 @@ _RESPONSE_READERS: dict[str, Reader] = {
     "headers_at": _scalar,
     "chunks": _map(_CHUNKS_READERS),
     "end": _map(_END_READERS),
+    "times": _scalar,
 }
 _INTERACTION_READERS: dict[str, Reader] = {
     "request": _map(_REQUEST_READERS),

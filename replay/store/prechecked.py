@@ -66,16 +66,18 @@ def interaction_of(
     headers_at: float,
     chunks: Chunks,
     end: StreamEnd,
+    times: str | None = None,
 ) -> Interaction:
     """`Interaction(request, Response(...))` of valid values: the chunks after the headers,
     the end after both."""
     response = object.__new__(Response)
-    set_status, set_headers, set_headers_at, set_chunks, set_end = _RESPONSE_SLOTS
+    set_status, set_headers, set_headers_at, set_chunks, set_end, set_times = _RESPONSE_SLOTS
     set_status(response, status)
     set_headers(response, headers)
     set_headers_at(response, headers_at)
     set_chunks(response, chunks)
     set_end(response, end)
+    set_times(response, times)
     made = object.__new__(Interaction)
     set_request, set_response = _INTERACTION_SLOTS
     set_request(made, request)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from replay.model import STOPPERS, Headers, Interaction, Request, Response, StreamEnd
+from replay.model import STOPPERS, TIMES, Headers, Interaction, Request, Response, StreamEnd
 from replay.model.chunks import MAX_SECONDS, Chunks, first_bad_time, time_problem
 from replay.store.prechecked import end_of as _end_of
 from replay.store.prechecked import interaction_of as _interaction_of
@@ -91,6 +91,7 @@ def quick(value: object) -> Interaction | None:
     body: Any = request.get("body")
     status: Any = response.get("status")
     headers_at: Any = response.get("headers_at")
+    source: Any = response.get("times")
     if not (
         type(method) is str
         and type(url) is str
@@ -100,6 +101,7 @@ def quick(value: object) -> Interaction | None:
         # What the validators refuse (a NaN fails every comparison):
         and 100 <= status <= 599
         and 0 <= headers_at <= MAX_SECONDS
+        and source in TIMES
     ):
         return None
     ended = _quick_end(end)
@@ -117,6 +119,7 @@ def quick(value: object) -> Interaction | None:
         headers_at,
         body_chunks,
         ended,
+        source,
     )
 
 
@@ -238,7 +241,18 @@ def _response(value: dict[Any, Any], where: str) -> Response:
         headers_at=_time(value, "headers_at", where),
         chunks=_chunks(_field(value, "chunks", dict, where), f"{where}.chunks"),
         end=_end(_field(value, "end", dict, where), f"{where}.end"),
+        times=_times(value, where),
     )
+
+
+def _times(value: dict[Any, Any], where: str) -> str | None:
+    """The response's optional "times" (files before it was written have none)."""
+    source = value.get("times")
+    if source not in TIMES:
+        raise LoadError(
+            f"{where}.times: {shown(source)} is not one of {', '.join(map(repr, TIMES[1:]))}"
+        )
+    return source
 
 
 def _chunks(value: dict[Any, Any], where: str) -> Chunks:
