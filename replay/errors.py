@@ -320,7 +320,8 @@ class NetworkBlockedError(ReplayError, ConnectionError):
         super().__init__(
             f"{method} {self.url} was refused: the network is blocked and no cassette "
             "answered it." + by + " Record it in a cassette (use_cassette / "
-            "@pytest.mark.use_cassette), or allow its host (replay_allowed_hosts)."
+            "@pytest.mark.use_cassette), or allow its host (replay_allowed_hosts; replay run / "
+            "record: --allow-host)."
         )
 
 

@@ -191,7 +191,7 @@ def _python(*args: str, env: dict[str, str] | None = None) -> str:
 def test_a_python_subprocess_is_blocked_too(origin: Origin) -> None:
     with block_network():
         assert _python("http://203.0.113.1:9/").startswith(
-            "NetworkBlockedError CONNECT 203.0.113.1:9 was refused"
+            "NetworkBlockedError GET http://203.0.113.1:9/ was refused"
         )
         assert _python(origin.url + "/v1/responses") == "reached\n"  # loopback still allowed
 

@@ -273,11 +273,11 @@ def test_an_asyncio_timeout_fires_when_the_replay_skips_past_it(
     assert virtual >= 10  # at the next turn of the loop after the skip (a documented limit)
 
 
-def test_under_trio_replay_skips_its_waits_but_trio_deadlines_stay_real(
+def test_under_trio_the_skipped_time_moves_trio_s_clock_too(
     long_stream: tuple[Path, replay.Interaction],
 ) -> None:
-    """A documented limit: trio bound `perf_counter` before the patch."""
-    path, _ = long_stream
+    """trio bound `perf_counter` before the patch: the skips move its clock's offset."""
+    path, interaction = long_stream
     cassette = replay.Cassette.load(path)
 
     async def main() -> float:
@@ -290,7 +290,11 @@ def test_under_trio_replay_skips_its_waits_but_trio_deadlines_stay_real(
                 assert response.status_code == 200
                 return trio.current_time() - started
 
-    assert anyio.run(main, backend="trio") < 5.0  # (the stream is 30 s long)
+    real = REAL_MONOTONIC()
+    seen = anyio.run(main, backend="trio")
+
+    assert REAL_MONOTONIC() - real < 5.0  # (the stream is 30 s long)
+    assert interaction.response.duration <= seen < interaction.response.duration + 5.0
 
 
 # --- `replay run --speed virtual` --------------------------------------------------------------

@@ -8,5 +8,6 @@ do, and turns the engine's steps into its library's bytes, waits and errors:
   `httpmod` says which httpx module a request belongs to;
 - `patch` and `on_import`: the patches that route every client of a process to its session;
 - `reader` and `netthread`: the readers that stamp each chunk as it comes off the network;
-- `network`: `block_network()`, the guard that refuses what no cassette handles.
+- `network`: `block_network()`, the guard that refuses what no cassette handles, and `reuse`,
+  its checks of connections opened before it.
 """

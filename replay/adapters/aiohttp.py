@@ -11,9 +11,9 @@ body's chunks (`replay.engine.playing`) by the reader itself as its buffer runs 
 instant speed (no task, no wait), else by a task that feeds each chunk when due and yields
 to the reader, as a socket would: a reader that keeps up reads the recorded chunks one by
 one. A recorded error ends the body as aiohttp's `SocketTimeoutError` (a read timeout: a
-stall longer than `sock_read`) or `ClientPayloadError`. With `auto_decompress`, gzip and
-deflate bodies are decoded as fed (other encodings are fed as recorded). Traces do not fire;
-`timeout.total` spares replayed bodies.
+stall, or headers or a chunk due further away than `sock_read`) or `ClientPayloadError`.
+With `auto_decompress`, gzip and deflate bodies are decoded as fed (other encodings are fed
+as recorded). Traces do not fire; `timeout.total` spares replayed bodies.
 
 Recording: see `replay.adapters.aiohttp_record`. A redirect is one interaction (first request,
 final response); websocket upgrades go live.
@@ -40,6 +40,7 @@ from yarl import URL
 from replay.adapters import routes as _routes
 from replay.adapters.aiohttp_record import record, unchecked
 from replay.adapters.aiohttp_stamped import connect_patch
+from replay.adapters.network import refuse_unless_reachable
 from replay.engine.ends import EndKind, error_kind
 from replay.engine.exchange import Desk, Live, Record, route
 from replay.engine.playing import Playing
@@ -68,9 +69,17 @@ _FEEDERS: set[asyncio.Task[None]] = set()  # strong references to the running fe
 
 def patches() -> list[tuple[type, str, Any]]:
     """The patch of `aiohttp.ClientSession._request` that routes requests to sessions."""
-    original: _Send = aiohttp.ClientSession._request
+    unguarded: _Send = aiohttp.ClientSession._request
 
-    @functools.wraps(original)
+    async def original(
+        self: aiohttp.ClientSession, method: str, str_or_url: Any, **kwargs: Any
+    ) -> aiohttp.ClientResponse:
+        # The network guard: a block refuses it by its URL, pooled connection or new.
+        __tracebackhide__ = hide_for_replay_errors
+        refuse_unless_reachable(method, _full_url(self, str_or_url))
+        return await unguarded(self, method, str_or_url, **kwargs)
+
+    @functools.wraps(unguarded)
     async def _request(
         self: aiohttp.ClientSession, method: str, str_or_url: Any, **kwargs: Any
     ) -> aiohttp.ClientResponse:
@@ -81,6 +90,15 @@ def patches() -> list[tuple[type, str, Any]]:
         return await _handle(session, self, original, method, str_or_url, kwargs)
 
     return [(aiohttp.ClientSession, "_request", _request), connect_patch()]
+
+
+def _full_url(client: aiohttp.ClientSession, target: Any) -> str:
+    """The URL a request of `client` to `target` goes to (the session's base URL joined)."""
+    build = getattr(client, "_build_url", None)
+    try:
+        return str(build(target) if build is not None else URL(str(target)))
+    except (TypeError, ValueError):
+        return str(target)
 
 
 async def _handle(

@@ -94,7 +94,7 @@ def _response(module: ModuleType, recorded: Response, stream: Any) -> Any:
 
 def _body(request: Any, replay: Replay) -> tuple[ModuleType, Playing]:
     module, fail = _library(request)
-    read_timeout = _read_timeout(request) if replay.played.stall_steps else None
+    read_timeout = None if replay.instant else _read_timeout(request)
     return module, replay.body(fail, read_timeout)
 
 

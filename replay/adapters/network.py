@@ -9,18 +9,24 @@ Three layers, all idle unless a block is active:
    and TCP with `MSG_FASTOPEN`), `socket.sendmsg` with an address — of every socket,
    `_socket.socket` used directly included, before any packet leaves. An audit hook cannot
    be removed, so it is installed once and consults the blocks active at the moment.
+   Connections opened before the block are refused on reuse (`replay.adapters.reuse`).
 3. Child Python processes. While a block is active, `ENV_BLOCK_NETWORK` (the allowed hosts)
-   is set and replay's start-up hook directory is first on PYTHONPATH in `os.environ`, so a
-   Python subprocess or a `multiprocessing` spawn worker blocks its own network before its
-   first line runs (`replay.run.site.sitecustomize` calls `block_from_environment`). Both are
-   put back as they were when the block ends.
+   is carried into every Python process started (`replay.run.descendants`: `os.environ` with
+   replay's start-up hook first on PYTHONPATH, a `Popen`'s own `env=`, the preparation data
+   of `multiprocessing` spawn and forkserver workers), which blocks its own network before
+   its first line runs (`block_from_environment`, from `replay.run.site.sitecustomize` or
+   the preparation data). The environment is put back as it was when the block ends.
+
+A process blocked from birth (`block_from_environment`) also says each refusal on its
+stderr as it happens, since the program may catch the error and go on.
 
 Not covered: programs that are not Python (curl, node), Python started with -S, -E or -I
 (no start-up hook), C extensions that make their own socket system calls without audit
-events (uvloop, pycurl, grpc), name resolution (a DNS lookup of a refused host may still
-reach the resolver: the connection after it is refused), and a `multiprocessing`
-forkserver started before the block (its workers are not blocked; one started during the
-block stays blocked after it).
+events (uvloop, pycurl, grpc), writes to a descriptor connected before the block that
+bypass the socket objects (`replay.adapters.reuse`), name resolution (a DNS lookup of a
+refused host may still reach the resolver: the connection after it is refused), and
+processes started by C code. A `multiprocessing` forkserver started during the block stays
+blocked after it.
 
 Loopback stays allowed unless `allowed_hosts` says otherwise, since tests talk to local
 servers.
@@ -36,12 +42,10 @@ import socket
 import sys
 import threading
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from pathlib import Path
-from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
-from replay.adapters import patch
+from replay.adapters import patch, reuse
 from replay.errors import (
     ConfigurationError,
     NetworkBlockedError,
@@ -56,6 +60,8 @@ __all__ = [
     "block_network",
     "host_names",
     "is_allowed",
+    "program_block",
+    "refuse_unless_reachable",
 ]
 
 #: Hosts allowed by default: the loopback interface.
@@ -64,9 +70,6 @@ LOOPBACK: frozenset[str] = frozenset({"localhost", "127.0.0.1", "::1"})
 ENV_BLOCK_NETWORK = "REPLAY_BLOCK_NETWORK"
 """Set while a block is active: the hosts still allowed, as a JSON list. A Python process
 started with it (and replay's hook on PYTHONPATH) blocks its network for its whole life."""
-
-#: The directory of replay's `sitecustomize` (`replay.run.site`, not imported here).
-_HOOK_DIRECTORY = str(Path(__file__).resolve().parent.parent / "run" / "site")
 
 
 def host_names(hosts: Iterable[str]) -> frozenset[str]:
@@ -105,10 +108,7 @@ class _Guard:
         url = str(request.url)
         host = urlsplit(url).hostname
         if not is_allowed(host, self.allowed_hosts):
-            from replay.redact.redactor import Redactor  # (a refusal only)
-
-            shown = Redactor().url(url)  # the message never echoes a secret
-            raise_bare(NetworkBlockedError(method=request.method, url=shown))  # not `request`
+            _refuse(NetworkBlockedError(method=request.method, url=_shown(url)))
 
     def handle(self, request: Any, send: patch.Send) -> Any:
         """Send an allowed request; refuse the rest."""
@@ -144,10 +144,65 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
     if not address:
         return  # malformed: the call itself fails
     host = str(address[0])
-    if all(is_allowed(host, allowed) for allowed in _blocks):
-        return
     port = address[1] if len(address) > 1 else "?"
-    raise NetworkBlockedError(method=_VERBS[event], url=f"{host}:{port}", library=_caller_library())
+    _refuse_host(host, _VERBS[event], f"{host}:{port}")
+
+
+def _allowed_now(host: str | None) -> bool:
+    """Whether every active block allows `host`."""
+    blocks = _blocks
+    return all(host in allowed or is_allowed(host, allowed) for allowed in blocks)
+
+
+def _refuse_host(host: str | None, method: str, url: str) -> None:
+    """Refuse `method` to `url` (naming the library that sent it) unless `host` is allowed."""
+    __tracebackhide__ = hide_for_replay_errors
+    if _allowed_now(host):
+        return
+    shown = _shown(url) if "://" in url else url
+    _refuse(NetworkBlockedError(method=method, url=shown, library=reuse.caller_library()))
+
+
+def refuse_unless_reachable(method: str, url: str) -> None:
+    """Refuse a request of a routed client (requests, aiohttp) about to reach the network
+    if a block is active that does not allow its host; nothing to do with no block.
+
+    Raises:
+        NetworkBlockedError: a block does not allow the host of `url`.
+    """
+    __tracebackhide__ = hide_for_replay_errors
+    if not _blocks:
+        return
+    host = urlsplit(url).hostname
+    if not _allowed_now(host):
+        _refuse(NetworkBlockedError(method=method, url=_shown(url)))
+
+
+def _shown(url: str) -> str:
+    from replay.redact.redactor import Redactor  # (a refusal only)
+
+    return Redactor().url(url)  # the message never echoes a secret
+
+
+#: Whether a refusal is also written on stderr as it happens (processes blocked from birth,
+#: whose program may catch the error and go on: `block_from_environment`).
+_report = False
+_reporting = threading.local()
+
+
+def _refuse(error: NetworkBlockedError) -> NoReturn:
+    """Raise `error` (without the frames that made it), written on stderr first if asked."""
+    __tracebackhide__ = hide_for_replay_errors
+    if _report and not getattr(_reporting, "on", False):
+        _reporting.on = True  # (stderr may be a socket itself)
+        try:
+            sys.stderr.write(f"replay: {error}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError, AttributeError):
+            pass  # no stderr: the program still gets the error
+        finally:
+            _reporting.on = False
+    raise_bare(error)
 
 
 def _start(guard: _Guard) -> None:
@@ -157,6 +212,7 @@ def _start(guard: _Guard) -> None:
             sys.addaudithook(_audit)
             _hook_installed = True
         _blocks = (*_blocks, guard.allowed_hosts)
+        reuse.start(_refuse_host)
     patch.install_bottom(guard)
 
 
@@ -166,74 +222,38 @@ def _stop(guard: _Guard) -> None:
     with _blocks_lock:
         index = _blocks.index(guard.allowed_hosts)
         _blocks = (*_blocks[:index], *_blocks[index + 1 :])
-
-
-#: Modules a connection passes through that are not the client library making it.
-_PLUMBING = frozenset(
-    {
-        "socket",
-        "ssl",
-        "asyncio",
-        "selectors",
-        "concurrent",
-        "threading",
-        "contextlib",
-        "functools",
-        "anyio",
-        "sniffio",
-        "replay",
-        "trio",
-        "uvloop",
-        "_pytest",
-        "pluggy",
-    }
-)
-
-
-def _caller_library() -> str | None:
-    """The library whose code opened the connection being refused: the innermost frame's
-    module that is not plumbing (the stdlib's `http.client` or `urllib.request` by name)."""
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        name = str(frame.f_globals.get("__name__", ""))
-        top = name.partition(".")[0]
-        if top and top not in _PLUMBING:
-            return name if top in ("http", "urllib") else top
-        frame = frame.f_back
-    return None
+        if not _blocks:
+            reuse.stop()
 
 
 # -- child processes ----------------------------------------------------------------------------
 
 
 class _ChildEnvironment:
-    """The variables a block puts in `os.environ` for child processes, and their undoing."""
+    """A block carried into the Python processes started while it is active, however they
+    start (`replay.run.descendants`: the environment, a Popen's env of its own, the
+    preparation data of `multiprocessing` workers); `restore` ends that."""
 
     def __init__(self, allowed_hosts: frozenset[str]) -> None:
-        saved_path = os.environ.get("PYTHONPATH")
-        entries = [entry for entry in (saved_path or "").split(os.pathsep) if entry]
-        self._saved = {
-            ENV_BLOCK_NETWORK: os.environ.get(ENV_BLOCK_NETWORK),
-            "PYTHONPATH": saved_path,
-        }
-        self._set = {
-            ENV_BLOCK_NETWORK: json.dumps(sorted(allowed_hosts)),
-            "PYTHONPATH": os.pathsep.join(
-                [_HOOK_DIRECTORY, *(entry for entry in entries if entry != _HOOK_DIRECTORY)]
-            ),
-        }
-        os.environ.update(self._set)
+        from replay.run.descendants import carry
+
+        settings = {ENV_BLOCK_NETWORK: json.dumps(sorted(allowed_hosts))}
+        self._carrier = carry(settings, arrive="replay.adapters.network:_arrive")
 
     def restore(self) -> None:
-        """Put back what was there before; a variable changed since stays as it is now."""
-        for name, value in self._set.items():
-            if os.environ.get(name) != value:
-                continue
-            previous = self._saved[name]
-            if previous is None:
-                del os.environ[name]
-            else:
-                os.environ[name] = previous
+        """Carry the block no further (the environment is put back as it was)."""
+        self._carrier.end()
+
+
+#: The blocks this process started from `ENV_BLOCK_NETWORK` (`block_from_environment`),
+#: by its text: each once, though both the start-up hook and a worker's preparation data ask.
+_arrived: set[str] = set()
+
+
+def _arrive(settings: Mapping[str, str], payload: object) -> None:
+    """In a `multiprocessing` worker started during a block: block its network too (unless
+    its start-up hook did)."""
+    block_from_environment(settings)
 
 
 @contextlib.contextmanager
@@ -254,11 +274,42 @@ def block_network(allowed_hosts: Collection[str] = LOOPBACK) -> Iterator[None]:
         _stop(guard)
 
 
+def program_block(
+    block: bool,
+    allowed_hosts: Collection[str] | None,
+    ignore_hosts: Collection[str] = (),
+    ignore_localhost: bool = False,
+    *,
+    replay_only: bool = False,
+) -> dict[str, str]:
+    """The variables that make a Python program started with replay's start-up hook (first
+    on PYTHONPATH, as `replay run` / `replay record` put it) block its network for its whole
+    life (`block_from_environment`), each refusal also said on its stderr; none if neither
+    `block` nor `replay_only` (a program that must not reach the network at all).
+
+    The hosts it may still reach: `allowed_hosts` (None: loopback, or none if
+    `replay_only`), and those its cassette session lets go live (`ignore_hosts`, loopback
+    with `ignore_localhost`).
+
+    Raises:
+        ConfigurationError: `allowed_hosts` without a block.
+    """
+    if not (block or replay_only):
+        if allowed_hosts:
+            raise ConfigurationError("--allow-host needs --block-network (or run --mode none)")
+        return {}
+    default = frozenset[str]() if replay_only else LOOPBACK
+    hosts = default if allowed_hosts is None else host_names(allowed_hosts)
+    hosts |= host_names(ignore_hosts) | (LOOPBACK if ignore_localhost else frozenset())
+    return {ENV_BLOCK_NETWORK: json.dumps(sorted(hosts))}
+
+
 def block_from_environment(environ: Mapping[str, str] | None = None) -> bool:
     """Block this process's network for its whole life if `ENV_BLOCK_NETWORK` asks it to.
 
     Called at start-up by replay's `sitecustomize`; the environment (and so the block)
-    passes on to this process's own children. Returns whether a block was started.
+    passes on to this process's own children. Each refusal is also written on stderr as it
+    happens (one line), since the program may catch it. Returns whether a block was started.
 
     Raises:
         ConfigurationError: the variable is not a JSON list of host names.
@@ -272,5 +323,12 @@ def block_from_environment(environ: Mapping[str, str] | None = None) -> bool:
         hosts = None
     if not isinstance(hosts, list) or not all(isinstance(host, str) for host in hosts):
         raise ConfigurationError(f"{ENV_BLOCK_NETWORK} must be a JSON list of hosts, not {text!r}")
-    _start(_Guard(host_names(hosts)))
+    if text in _arrived:  # (the start-up hook, then the `multiprocessing` preparation data)
+        return True
+    _arrived.add(text)
+    global _report
+    _report = True
+    guard = _Guard(host_names(hosts))
+    _start(guard)
+    _ChildEnvironment(guard.allowed_hosts)  # for this process's whole life
     return True

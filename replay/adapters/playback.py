@@ -5,8 +5,9 @@ finds what answers a request (faults applied); the httpx shell (`replay.adapters
 plays it as a session's request is played: the engine's `Playing` body hands out its chunks
 when due, as an httpx / httpx2 response of the request's own library.
 The recorded end is raised as that library's exception class (`httpx.RemoteProtocolError`
-for httpx, `httpx2.RemoteProtocolError` for httpx2); a stall that outlasts the client's
-read timeout (`request.extensions["timeout"]["read"]`) as its `ReadTimeout`.
+for httpx, `httpx2.RemoteProtocolError` for httpx2); a stall or a recorded gap that
+outlasts the client's read timeout (`request.extensions["timeout"]["read"]`) as its
+`ReadTimeout`, that long after the read began.
 At instant speed nothing waits and no clock is read (see `replay.engine.playing`).
 """
 

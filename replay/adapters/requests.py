@@ -31,6 +31,7 @@ from urllib3.exceptions import DecodeError, ProtocolError, ReadTimeoutError
 
 from replay.adapters import routes
 from replay.adapters.netbackend import stamp_of
+from replay.adapters.network import refuse_unless_reachable
 from replay.adapters.reader import ThreadReader
 from replay.adapters.stamped_urllib3 import (
     StampedSocket,
@@ -60,7 +61,13 @@ def patches() -> list[tuple[type, str, Any]]:
     connections closed too)."""
     from requests.adapters import HTTPAdapter
 
-    original = HTTPAdapter.send
+    unguarded = HTTPAdapter.send
+
+    def original(self: Any, request: Any, *args: Any, **kw: Any) -> Any:
+        # The network guard: a block refuses it by its URL, pooled connection or new.
+        __tracebackhide__ = hide_for_replay_errors
+        refuse_unless_reachable(request.method or "GET", request.url or "")
+        return unguarded(self, request, *args, **kw)
 
     def send(
         self: Any, request: Any, stream: bool = False, timeout: Any = None, *args: Any, **kw: Any
@@ -82,7 +89,7 @@ def patches() -> list[tuple[type, str, Any]]:
             real = functools.partial(original, adapter, request, True, timeout, *args, **kw)
             response = _record(decided, real)
         else:
-            response = self.build_response(request, _replayed(decided, asked.url, timeout))
+            response = self.build_response(request, _replayed(decided, request, timeout))
         if not stream:
             response.content  # noqa: B018 (the whole body read now, as requests' sessions do)
         return response
@@ -126,10 +133,17 @@ def _read_timeout(timeout: Any) -> float | None:
     return None
 
 
-def _replayed(replay: Replay, url: str, timeout: Any) -> _Raw:
-    """The body of `replay`, once its headers are due, as requests reads urllib3's."""
+def _replayed(replay: Replay, request: Any, timeout: Any) -> _Raw:
+    """The body of `replay`, once its headers are due, as requests reads urllib3's; headers
+    later than the read timeout raise requests' `ReadTimeout`, as its adapter's send does."""
+    url = request.url or ""
     body = replay.body(functools.partial(_end_error, url), _read_timeout(timeout))
-    body.head()
+    try:
+        body.head()
+    except ReadTimeoutError as error:
+        from requests.exceptions import ReadTimeout
+
+        raise ReadTimeout(error, request=request) from None
     pieces = functools.partial(next, iter(body), None)
     response = replay.played.response
     return _Raw(response.status, response.headers, pieces, body.close)

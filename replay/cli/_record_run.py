@@ -27,7 +27,8 @@ def add_verbs(verbs: Verbs) -> None:
         "Run CMD (a Python program, unmodified) and record every httpx and httpx2 request it "
         "makes into OUT, with each chunk's timing. Secrets are redacted. The program's exit "
         "status is passed through. What a killed run left beside OUT, the next record into "
-        "OUT merges.",
+        "OUT merges. With --block-network, every connection to a host but loopback (or the "
+        "--allow-host ones) fails in the program with NetworkBlockedError, said on stderr.",
         "replay record cassettes/app.msgpack -- python app.py --prompt hi",
     )
     record.add_argument("out", type=Path, metavar="OUT", help="the cassette to write")
@@ -38,14 +39,20 @@ def add_verbs(verbs: Verbs) -> None:
         help="all: record everything again (default); new_episodes: keep what matches",
     )
     add_ignore_options(record)
+    _add_block_options(record, "loopback")
     add_command_args(record)
 
     run = verb(
         verbs,
         "run",
         "run a Python program with its traffic served from a cassette",
-        "Run CMD with every httpx and httpx2 request answered from CASSETTE: offline "
-        "regression from the command line. With --mode none it never touches the network.",
+        "Run CMD with every httpx, httpx2, httpcore, requests and aiohttp request answered "
+        "from CASSETTE: offline regression from the command line. With --mode none "
+        "(default) it never touches the network: a request the cassette cannot answer "
+        "fails in the program, and any other connection (urllib, http.client, urllib3 "
+        "alone, raw sockets, in CMD and in the Python processes it starts) fails with "
+        "NetworkBlockedError, said on stderr as it happens; loopback too, unless "
+        "--allow-host or --ignore-host/--ignore-localhost lets it through.",
         "replay run cassettes/app.msgpack --speed 10x -- python app.py",
     )
     run.add_argument("cassette", type=Path, metavar="CASSETTE")
@@ -63,7 +70,27 @@ def add_verbs(verbs: Verbs) -> None:
     )
     add_fault_option(run)
     add_ignore_options(run)
+    _add_block_options(run, "loopback (with --mode none: no host)")
     add_command_args(run)
+
+
+def _add_block_options(parser: argparse.ArgumentParser, default: str) -> None:
+    """`--block-network` and `--allow-host HOST` (repeatable), as in pytest."""
+    parser.add_argument(
+        "--block-network",
+        action="store_true",
+        help="refuse every connection of the program and its Python processes to a host "
+        "not allowed, with NetworkBlockedError (always on with run --mode none)",
+    )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=None,
+        dest="allowed_hosts",
+        metavar="HOST",
+        help=f"a host the block lets through (repeatable; default: {default}; "
+        "ignored hosts are let through too)",
+    )
 
 
 def _record(args: argparse.Namespace) -> int:
@@ -75,6 +102,8 @@ def _record(args: argparse.Namespace) -> int:
         mode=args.mode,
         ignore_hosts=args.ignore_hosts,
         ignore_localhost=args.ignore_localhost,
+        block_network=args.block_network,
+        allowed_hosts=args.allowed_hosts,
     )
 
 
@@ -89,6 +118,8 @@ def _run(args: argparse.Namespace) -> int:
         faults=args.faults,
         ignore_hosts=args.ignore_hosts,
         ignore_localhost=args.ignore_localhost,
+        block_network=args.block_network,
+        allowed_hosts=args.allowed_hosts,
     )
 
 

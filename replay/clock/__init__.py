@@ -13,6 +13,7 @@ import numbers
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+from replay.clock import waits
 from replay.clock.frozen import Frozen
 from replay.errors import ConfigurationError
 
@@ -121,10 +122,9 @@ class MonotonicClock:
         time.sleep(seconds)
 
     async def asleep(self, seconds: float) -> None:
-        """`anyio.sleep(seconds)`: asyncio and trio alike."""
-        import anyio  # (here: a replay at instant speed, or sync, never needs it)
-
-        await anyio.sleep(seconds)
+        """Wait `seconds` on the running loop, asyncio's or trio's, importing nothing (see
+        `replay.clock.waits`): a replay's first wait starts on time."""
+        await waits.sleep(seconds)
 
 
 class Schedule(Frozen):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import attrs
 
+from replay.clock import waits
+
 __all__ = ["VirtualClock"]
 
 
@@ -28,6 +30,4 @@ class VirtualClock:
     async def asleep(self, seconds: float) -> None:
         """Advance the virtual time by `seconds`, yielding to the event loop once."""
         self.sleep(seconds)
-        import anyio.lowlevel
-
-        await anyio.lowlevel.checkpoint()
+        await waits.sleep(0)

@@ -25,21 +25,27 @@ time-machine never mocked `perf_counter`, and it travels to instants rather than
 clocks by gaps, so it is not used here.
 
 asyncio's event loop reads `time.monotonic()` on each call of `loop.time()`, so its timers
-run on the virtual clock: a `wait_for` / `asyncio.timeout` / `anyio.fail_after` deadline
-that the replay skips past fires at the next turn of the loop, and `asyncio.sleep(d)` ends
-after `d` seconds of waiting, as usual. A recording made during a virtual-time session
+run on the virtual clock, and `asyncio.sleep(d)` ends after `d` seconds of waiting, as usual.
+A replay's async wait does not skip its gap in one step: it moves the clocks to each timer
+the client set that falls due inside the gap (`call_later` / `call_at`, `asyncio.sleep`, a
+`wait_for` / `asyncio.timeout` / `anyio.fail_after` deadline) and lets the loop run it, and
+what it sets off, before the next chunk (`replay.clock.waits.skip`): a debounce groups the
+chunks as their recorded times group them. Under trio, whose clock bound `perf_counter`
+before any patch, the skip moves the running `SystemClock`'s offset with the virtual clock
+and stops at trio's deadlines the same way. A recording made during a virtual-time session
 (record mode `new_episodes`) stamps its chunks with the real clock.
 
 Limits, honestly:
 
-- The replay skips a gap in one step: an asyncio deadline inside the gap fires after the
-  skip, so the client sees it fire at the end of the gap (a 10 s `asyncio.timeout` over a
-  60 s stall is seen at 60 s). A read timeout on a `stall` fault is exact: the transport
-  raises it when the read would give up.
+- A sync replay's wait still skips its gap in one step (a sync client has no timers to keep
+  in order; other threads' timers are not looked at). On a loop other than asyncio's own
+  (uvloop) the async wait skips in one step too: a deadline inside the gap fires after it.
+  What a due timer sets off runs for up to 100 turns of the loop before the skip goes on.
 - Code that bound a clock function before the patch (`from time import monotonic`, a
-  default argument `clock=time.monotonic`) keeps the real clock: trio's clock and pytest's
-  timers are such code. Under trio, replay still skips its waits, but trio's deadlines do
-  not see it (use `trio.testing.MockClock` there).
+  default argument `clock=time.monotonic`) keeps the real clock: pytest's timers are such
+  code; trio's clock sees only the replay's skips (a `trio.testing.MockClock` is left as it is)
+  and passes the process's computing and preemption as real time does: on a busy machine a
+  trio deadline can come that much early against the chunks.
 - C code reads the system clock itself: `datetime.now()`, `time.clock_gettime()`, the
   timeouts of `select` and `socket`, uvloop's loop time and C extensions see real time.
 - A busy-wait that polls the clock without ever sleeping or blocking never sees time
@@ -67,8 +73,7 @@ import time
 from types import TracebackType
 from typing import Final
 
-import anyio
-import anyio.lowlevel
+from replay.clock import waits
 
 __all__ = ["PATCHED", "RealClock", "VirtualTime", "is_active"]
 
@@ -272,9 +277,17 @@ class VirtualTime:
         _advance(seconds)
 
     async def asleep(self, seconds: float) -> None:
-        """Move the clocks ahead, then yield once to the event loop (its due timers run)."""
-        _advance(seconds)
-        await anyio.lowlevel.checkpoint()
+        """Move the clocks ahead, stopping at each timer of the running loop that falls due
+        on the way, which runs, in order, before this returns (`replay.clock.waits.skip`).
+
+        Raises:
+            ValueError: a negative time.
+            RuntimeError: virtual time is not active.
+        """
+        if not seconds >= 0:  # (raised as `sleep` raises, before anything moves)
+            raise ValueError(f"cannot sleep a negative time: {seconds!r} s")
+        _advance(0.0)
+        await waits.skip(seconds, self.now, _advance)
 
     def __repr__(self) -> str:
         state = "active" if _users else "inactive"
@@ -294,5 +307,5 @@ class RealClock:
         time.sleep(seconds)
 
     async def asleep(self, seconds: float) -> None:
-        """`anyio.sleep(seconds)`."""
-        await anyio.sleep(seconds)
+        """Wait `seconds` on the running loop (`replay.clock.waits.sleep`)."""
+        await waits.sleep(seconds)

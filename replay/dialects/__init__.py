@@ -2,6 +2,7 @@
 
     replay.dialects.detect(interaction)            # "responses" | "chat" | "anthropic" | None
     replay.dialects.validate(interaction)          # [Violation(rule, message, index), ...]
+    replay.dialects.closed_after_end(interaction)  # True: the client closed it after its end
     replay.dialects.responses.stream("Hi there")   # a synthetic Interaction, validated
 
 A stream is raw body bytes, an `Interaction`, a `Response`, or a sequence of events
@@ -20,6 +21,7 @@ from typing import Literal
 from replay.dialects import anthropic, chat, responses
 from replay.dialects.common import (
     EventLike,
+    Parsed,
     StreamLike,
     ToolCall,
     Violation,
@@ -29,6 +31,7 @@ from replay.dialects.common import (
 )
 from replay.dialects.rules import RULES, SEVERITIES, Severity
 from replay.errors import ConfigurationError
+from replay.model import Interaction, Response
 
 __all__ = [
     "RULES",
@@ -40,6 +43,7 @@ __all__ = [
     "Violation",
     "anthropic",
     "chat",
+    "closed_after_end",
     "detect",
     "responses",
     "validate",
@@ -103,12 +107,33 @@ def validate(stream: StreamLike, dialect: Dialect | None = None) -> list[Violati
     if dialect is not None:
         check = _CHECKS[dialect]
         found = check(parsed.events, truncated=parsed.truncated)
-        if parsed.client_stop:
-            # A client that closed after the stream's last event (before the chunked
-            # terminator, as many do after `[DONE]`) stopped a whole stream: if the rules of
-            # its end hold, nothing was cut.
-            whole = check(parsed.events, truncated=False)
-            if len(whole) == len(found):
-                violations, found = list(without_truncation(parsed)), whole
+        whole = _whole(parsed, check)
+        if whole is not None:  # the client closed it after its end: nothing was cut
+            violations, found = list(without_truncation(parsed)), whole
         violations += found
     return sorted(violations, key=lambda v: (v.index is None, v.index or 0))
+
+
+def closed_after_end(stream: StreamLike) -> bool:
+    """Whether the client closed `stream` (a recording) after its dialect's terminal event
+    (`[DONE]`, `response.completed` / `failed` / `incomplete`, `message_stop`): the stream is
+    complete, though its recording stopped there (`replay.engine.ends.CLOSED_AFTER_END`).
+    A stream of no known dialect has no terminal event to tell: never."""
+    response = stream.response if isinstance(stream, Interaction) else stream
+    if isinstance(response, Response) and (
+        response.end.error is not None or response.end.stopped_by != "client"
+    ):
+        return False  # (the usual answer, without reading the body)
+    parsed = read(stream)
+    dialect = _detect(parsed.events)
+    return dialect is not None and _whole(parsed, _CHECKS[dialect]) is not None
+
+
+def _whole(parsed: Parsed, check: Callable[..., list[Violation]]) -> list[Violation] | None:
+    """The rules broken by a stream the client closed after its last complete event, read
+    as whole (the chunked terminator many clients do not wait for after `[DONE]`); None when
+    the client did not close it so, or when the rules of its end show something missing."""
+    if not parsed.client_stop:
+        return None
+    whole = check(parsed.events, truncated=False)
+    return whole if len(whole) == len(check(parsed.events, truncated=True)) else None

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from replay.model import StreamEnd
 
 __all__ = [
+    "CLOSED_AFTER_END",
+    "CLOSED_AFTER_END_TEXT",
     "CUT_NAME",
     "END_NAMES",
     "TIMEOUT_NAME",
@@ -46,6 +48,12 @@ class EndKind(enum.Enum):
     STOPPED_BY_CLIENT = "stopped by the client"  # a recording, stopped before the body's end
     STOPPED_BY_SESSION = "stopped by the session"
 
+
+#: The one wording of a body the client closed after its dialect's terminal event (`[DONE]`,
+#: `response.completed`, `message_stop`; `replay.dialects.closed_after_end`): complete, not
+#: truncated. A label (`show`'s columns, the report) and a sentence (`--events`, `check`).
+CLOSED_AFTER_END: Final = "closed after end"
+CLOSED_AFTER_END_TEXT: Final = "complete, closed by the client after its end"
 
 #: What a new recording stores for a timeout and for a cut.
 TIMEOUT_NAME: Final = "ReadTimeout"

@@ -53,13 +53,16 @@ class Replay:
 
     def stepper(self, read_timeout: float | None) -> Stepper:
         """The Stepper of the response; a stall longer than `read_timeout` (the client's, in
-        seconds; None: none) ends it as a read timeout."""
+        seconds; None: none) ends it as a read timeout, and so does (on a schedule) a step
+        further away than that when the client asks for it."""
         steps = _stepping()  # (an instant replay never needs it)
         played = self.played
         timeouts = None
         if played.stall_steps:
             timeouts = steps.read_timeouts(played.response, played.stall_steps, read_timeout)
-        stepper: Stepper = steps.Stepper(played.response, self.schedule, timeouts=timeouts)
+        stepper: Stepper = steps.Stepper(
+            played.response, self.schedule, timeouts=timeouts, read_timeout=read_timeout
+        )
         return stepper
 
     def body(self, fail: Fail, read_timeout: float | None) -> Playing:
@@ -97,14 +100,15 @@ class Playing:
         return self.stepper is None or self.stepper.instant
 
     def head(self) -> None:
-        """Wait until the headers are due (sync)."""
+        """Wait until the headers are due (sync); headers later than the client's read
+        timeout raise its read timeout instead."""
         if self.stepper is not None:
-            self._steps.step_sync(self.stepper, self._clock)
+            self._data_or_end(self._steps.step_sync(self.stepper, self._clock))
 
     async def ahead(self) -> None:
-        """Wait until the headers are due (async)."""
+        """Async twin of `head`."""
         if self.stepper is not None:
-            await self._steps.step_async(self.stepper, self._clock)
+            self._data_or_end(await self._steps.step_async(self.stepper, self._clock))
 
     # -- sync ------------------------------------------------------------------------------
 

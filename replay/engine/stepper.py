@@ -10,7 +10,10 @@ The Stepper is pure: it neither reads a clock nor waits. Each shell (sync and as
 transports, `replay serve`, `replay play`) asks `next(now)` and gets either the step, or
 `Wait(seconds)` to sleep its own way (`time.sleep`, `anyio.sleep`, virtual time) before
 asking again. A stall fault's silence that outlasts the client's read timeout turns the
-step after it into `End("ReadTimeout")`, due when the client's read would give up.
+step after it into `End("ReadTimeout")`, due when the client's read would give up. On a
+schedule, a step further away (on the clock, the recorded gap scaled by the speed) than the
+client's read timeout when the client asks for it is `End("ReadTimeout")` too, due
+`read_timeout` seconds after the ask: what the client's own read would have done live.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from replay.engine.ends import TIMEOUT_NAME
 from replay.model import Response
 
 __all__ = [
+    "GAP_TIMEOUT_MESSAGE",
     "STALL_TIMEOUT_MESSAGE",
     "Data",
     "End",
@@ -36,6 +40,8 @@ __all__ = [
 
 #: The message of the ReadTimeout a stall raises.
 STALL_TIMEOUT_MESSAGE = "The read operation timed out (a replay stall outlasted the read timeout)"
+#: The message of the ReadTimeout of a recorded gap longer than the client's read timeout.
+GAP_TIMEOUT_MESSAGE = "The read operation timed out (the next recorded chunk came later)"
 
 
 @attrs.frozen
@@ -99,16 +105,21 @@ class Stepper:
         schedule: the deadlines (`Schedule.starting_now`); None at instant speed.
         timeouts: from `read_timeouts`: chunk steps replaced by the library's ReadTimeout,
             due at the given recorded time.
+        read_timeout: the client's read timeout (clock seconds; None: none): with a
+            schedule, a step further away than this when asked for ends the response as
+            the library's ReadTimeout, that long after the ask.
     """
 
     __slots__ = (
         "_count",
+        "_give_up",
         "_next",
         "_payloads",
         "_timeouts",
         "_times",
         "closed",
         "instant",
+        "read_timeout",
         "response",
         "schedule",
     )
@@ -119,6 +130,7 @@ class Stepper:
         schedule: Schedule | None = None,
         *,
         timeouts: dict[int, float] | None = None,
+        read_timeout: float | None = None,
     ) -> None:
         self.response = response
         self.schedule = schedule
@@ -130,6 +142,8 @@ class Stepper:
         self._count = len(self._payloads)
         self._timeouts = timeouts or {}
         self._next = -1  # -1: the headers; 0.._count-1: chunks; _count: the end; past: done
+        self.read_timeout = None if schedule is None else read_timeout
+        self._give_up: float | None = None  # the clock reading at which the read times out
 
     @property
     def finished(self) -> bool:
@@ -148,9 +162,12 @@ class Stepper:
         if self.closed or index > self._count:
             return _EOF
         if self.schedule is not None and now is not None:
-            delay = self.schedule.delay(self._at(index), now)
-            if delay > 0:
-                return Wait(delay)
+            wait = self._wait(index, now)
+            if wait is not None:
+                return wait
+        if self._give_up is not None:  # the client's read timed out before the step was due
+            self._next = self._count + 1
+            return End(TIMEOUT_NAME, GAP_TIMEOUT_MESSAGE)
         self._next = index + 1
         if index < 0:
             return _HEAD
@@ -161,6 +178,21 @@ class Stepper:
             return Data(self._payloads[index])
         end = self.response.end
         return _EOF if end.error is None else End(end.error, end.message)
+
+    def _wait(self, index: int, now: float) -> Wait | None:
+        """How long to wait at clock reading `now` for step `index`, or for the client's
+        read to time out (when the step is further away than its read timeout)."""
+        assert self.schedule is not None
+        if self._give_up is not None:
+            return Wait(self._give_up - now) if now < self._give_up else None
+        delay = self.schedule.delay(self._at(index), now)
+        if delay <= 0:
+            return None
+        timeout = self.read_timeout
+        if timeout is not None and delay > timeout:
+            self._give_up = now + timeout
+            return Wait(timeout)
+        return Wait(delay)
 
     def rest_at_once(self) -> Sequence[bytes] | None:
         """At instant speed, with no timeout and nothing taken yet but the headers: all the

@@ -23,7 +23,8 @@ from pathlib import Path
 import attrs
 
 from replay import framing
-from replay.dialects import Severity, Violation, validate
+from replay.dialects import Severity, Violation, closed_after_end, validate
+from replay.engine.ends import CLOSED_AFTER_END_TEXT
 from replay.errors import CassetteFormatError, ReplayError
 from replay.framing.decoding import decoded_chunks
 from replay.model import Interaction, Response
@@ -168,12 +169,15 @@ class CheckResult:
         streams: how many of their interactions were streams (the others are skipped).
         findings: each rule broken by each stream.
         unreadable: the cassettes that could not be read.
+        closed_after_end: how many streams the client closed after their dialect's terminal
+            event: complete, and said so (`replay.engine.ends.CLOSED_AFTER_END_TEXT`).
     """
 
     cassettes: int = 0
     streams: int = 0
     findings: tuple[Finding, ...] = attrs.field(default=(), converter=_findings)
     unreadable: tuple[Unreadable, ...] = attrs.field(default=(), converter=_unreadable)
+    closed_after_end: int = 0
 
     @property
     def ok(self) -> bool:
@@ -186,6 +190,7 @@ class CheckResult:
             self.streams + other.streams,
             self.findings + other.findings,
             self.unreadable + other.unreadable,
+            self.closed_after_end + other.closed_after_end,
         )
 
     def summary(self) -> str:
@@ -204,6 +209,8 @@ class CheckResult:
             verdict = f"{found} ({severities})"
         else:
             verdict = "no violations"
+        if self.closed_after_end:
+            verdict += f" ({self.closed_after_end} {CLOSED_AFTER_END_TEXT})"
         if self.unreadable:
             verdict += f"; {_count(len(self.unreadable), 'cassette')} could not be read"
         return f"{checked}: {verdict}"
@@ -235,14 +242,15 @@ def check_cassette(cassette: Cassette, name: str | None = None) -> CheckResult:
     """
     if name is None:
         name = str(cassette.path) if cassette.path is not None else "<cassette>"
-    streams = 0
+    streams = closed = 0
     findings: list[Finding] = []
     for index, interaction in enumerate(cassette.interactions):
         if not is_stream(interaction.response):
             continue
         streams += 1
         findings += interaction_findings(interaction, name, index)
-    return CheckResult(1, streams, findings)
+        closed += closed_after_end(interaction)
+    return CheckResult(1, streams, findings, closed_after_end=closed)
 
 
 def interaction_findings(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable
 from typing import BinaryIO
 
@@ -21,12 +20,15 @@ import attrs
 
 from replay import framing
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
+from replay.dialects import closed_after_end
 from replay.dialects.texts import event_pieces
 from replay.engine import Data, End, Player, Stepper, step_sync
+from replay.engine.ends import CLOSED_AFTER_END, CLOSED_AFTER_END_TEXT
 from replay.errors import ConfigurationError
 from replay.faults import FaultLike
+from replay.inspect.printable import printable
 from replay.inspect.provenance import times_note
-from replay.model import Chunks, Interaction, Response, StreamEnd, TimedEvent
+from replay.model import Chunks, Interaction, Response, TimedEvent
 from replay.store.cassette import Cassette
 from replay.store.file import dumps
 
@@ -59,22 +61,6 @@ _HEADER = _ROW.format(
 # C0 controls and DEL, shown escaped so that each event stays on one line.
 _ESCAPES = {code: f"\\x{code:02x}" for code in (*range(32), 127)}
 _ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
-
-
-# C0 controls but the line break and tab, DEL, C1 controls, and the bidirectional overrides
-# (which reorder what a terminal shows): a cassette from a pull request is shown, not obeyed.
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    """`text` with every character that would steer a terminal (ESC, BEL, CR, bidi
-    overrides…) shown escaped (`\\x1b`, `\\u202e`); line breaks and tabs are kept."""
-    return _UNPRINTABLE.sub(_escaped, text)
-
-
-def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def table(cassette: Cassette) -> str:
@@ -113,7 +99,7 @@ def _row(index: int, interaction: Interaction, events: str) -> str:
         ttfb,
         _ms(response.duration),
         events,
-        _end_name(response.end),
+        _end_name(response),
         _digest(interaction),
         request.url,
     )
@@ -134,11 +120,12 @@ def _event_count(response: Response) -> tuple[str, str | None]:
         return "?", str(error)
 
 
-def _end_name(end: StreamEnd) -> str:
+def _end_name(response: Response) -> str:
+    end = response.end
     if end.error is not None:
-        name = end.error
-        return name if len(name) <= _END_WIDTH else name[: _END_WIDTH - 1] + "~"
-    return "truncated" if end.truncated else "eof"
+        return end.error if len(end.error) <= _END_WIDTH else end.error[: _END_WIDTH - 1] + "~"
+    stop = CLOSED_AFTER_END if closed_after_end(response) else "truncated"
+    return stop if end.truncated else "eof"
 
 
 def _digest(interaction: Interaction) -> str:
@@ -175,7 +162,7 @@ def _interaction_events(index: int, interaction: Interaction, width: int) -> lis
             lines.append(f"  (the body cannot be decoded: {error})")
         else:
             lines.extend(_event_lines(timed, width))
-    lines.append(f"  {response.end.at:8.3f}  ({_end_description(response.end)})")
+    lines.append(f"  {response.end.at:8.3f}  ({_end_description(response)})")
     return lines
 
 
@@ -196,13 +183,15 @@ def _one_line(text: str, limit: int) -> str:
     return escaped if not limit or len(escaped) <= limit else escaped[: limit - 3] + "..."
 
 
-def _end_description(end: StreamEnd) -> str:
+def _end_description(response: Response) -> str:
+    end = response.end
     if end.error is not None:
         message = _one_line(end.message, DATA_WIDTH)
         return f"end: {end.error}: {message}" if message else f"end: {end.error}"
-    if end.truncated:
-        return f"end: truncated by the {end.stopped_by}"
-    return "end: eof"
+    if not end.truncated:
+        return "end: eof"
+    closed = closed_after_end(response)
+    return f"end: {CLOSED_AFTER_END_TEXT if closed else f'truncated by the {end.stopped_by}'}"
 
 
 _SPARKS = " \u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
@@ -242,7 +231,7 @@ def _timeline_row(index: int, interaction: Interaction, width: int) -> str:
         "-" if response.ttfb is None else _ms(response.ttfb),
         "-" if ttft is None else _ms(ttft),
         _ms(response.duration),
-        _end_name(response.end),
+        _end_name(response),
         f"{request.method} {request.url}",
     )
 
@@ -288,7 +277,7 @@ def _raw_interaction(index: int, interaction: Interaction) -> list[str]:
     lines.extend(f"< {name}: {value}" for name, value in response.headers)
     lines.append("<")
     lines.extend(_response_body(response))
-    lines.append(f"== {_end_description(response.end)} at {response.end.at:.3f} s ==")
+    lines.append(f"== {_end_description(response)} at {response.end.at:.3f} s ==")
     return lines
 
 

@@ -3,9 +3,9 @@
 Interactions are paired by position (#0 with #0, #1 with #1, …). For each pair:
 
 - the request: method and URL, and the body (compared as JSON when both bodies are JSON);
-- the status, and how the body ended (`eof`, `truncated`, or the transport error's name in
-  the cassette's vocabulary, `replay.engine.ends`: an older recording's aiohttp or urllib3
-  name compares as the name it would be stored under now);
+- the status, and how the body ended (`eof`, `truncated`, `closed after end`, or the
+  transport error's name in the cassette's vocabulary, `replay.engine.ends`: an older
+  recording's aiohttp or urllib3 name compares as the name it would be stored under now);
 - the events: difflib over `(event name, data)` pairs, giving runs of events changed,
   removed or added (near-linear in place of difflib where it would be slow: events
   repeated by the thousand, see `replay.inspect.align`). Data that is JSON is compared without
@@ -33,14 +33,15 @@ from pathlib import Path
 from typing import Literal
 
 from replay import framing
+from replay.dialects import closed_after_end
 from replay.dialects.texts import stream_texts
-from replay.engine.ends import stored_name
+from replay.engine.ends import CLOSED_AFTER_END, stored_name
 from replay.inspect import align
 from replay.inspect.diff_text import DATA_WIDTH as DATA_WIDTH
 from replay.inspect.diff_text import format_diff
 from replay.inspect.diff_values import CassetteDiff, EventChange, InteractionDiff, TextDiff, Timing
 from replay.matching.keys import json_key
-from replay.model import Interaction, Response, StreamEnd, TimedEvent
+from replay.model import Interaction, Response, TimedEvent
 from replay.store.cassette import Cassette
 
 __all__ = [
@@ -250,12 +251,15 @@ def _response_notes(a: Response, b: Response) -> list[str]:
     notes = []
     if a.status != b.status:
         notes.append(f"status: {a.status} in A, {b.status} in B")
-    if _end_name(a.end) != _end_name(b.end):
-        notes.append(f"end: {_end_name(a.end)} in A, {_end_name(b.end)} in B")
+    if _end_name(a) != _end_name(b):
+        notes.append(f"end: {_end_name(a)} in A, {_end_name(b)} in B")
     return notes
 
 
-def _end_name(end: StreamEnd) -> str:
+def _end_name(response: Response) -> str:
+    end = response.end
     if end.error is not None:
         return stored_name(end.error)
-    return "truncated" if end.truncated else "eof"
+    if end.truncated:
+        return CLOSED_AFTER_END if closed_after_end(response) else "truncated"
+    return "eof"

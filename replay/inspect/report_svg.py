@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 import attrs
 
 from replay.dialects.kinds import Kind
-from replay.engine.ends import error_kind
-from replay.inspect.describe import printable
+from replay.engine.ends import CLOSED_AFTER_END, CLOSED_AFTER_END_TEXT, error_kind
+from replay.inspect.printable import printable
 from replay.model import StreamEnd
 from replay.redact.shapes import hide_shapes
 
@@ -96,12 +96,13 @@ def esc(text: str) -> str:
     return escape(_NOT_XML.sub("\ufffd", printable(text)), quote=True)
 
 
-def end_label(end: StreamEnd) -> str:
-    """How the body ended, in a word or two: `EOF`, `cut (…)`, `timeout (…)`, `client stop`."""
+def end_label(end: StreamEnd, closed_after_end: bool = False) -> str:
+    """How the body ended, in a word or two: `EOF`, `cut (…)`, `timeout (…)`, `client stop`,
+    or `closed after end` (the client closed it after its terminal event: it is complete)."""
     if end.error is not None:
         return f"{error_kind(end.error).value} ({end.error})"
     if end.truncated:
-        return f"{end.stopped_by} stop"
+        return CLOSED_AFTER_END if closed_after_end else f"{end.stopped_by} stop"
     return "EOF"
 
 
@@ -334,14 +335,16 @@ def _chunk_groups(view: StreamView, scale: Scale) -> list[tuple[int, int, int]]:
 
 def _markers(view: StreamView, scale: Scale, top: float, bottom: float) -> Iterator[str]:
     figures, end = view.timing, view.end
-    end_class = "end bad" if end.error else "end stop" if end.truncated else "end"
-    end_title = f"the body ended at {secs(end.at)}: {end_label(end)}"
+    stopped = end.truncated and not view.closed_after_end
+    end_class = "end bad" if end.error else "end stop" if stopped else "end"
+    label = CLOSED_AFTER_END_TEXT if view.closed_after_end else end_label(end)
+    end_title = f"the body ended at {secs(end.at)}: {label}"
     if end.message:
         end_title += f": {hide_shapes(end.message)}"
     markers: list[tuple[str, float | None, str, str]] = [
         ("ttfb", figures.ttfb, "TTFB", f"headers at {secs(view.headers_at)}, first body byte at "),
         ("ttft", figures.ttft, "TTFT", "first text delta at "),
-        (end_class, end.at, end_label(end), end_title),
+        (end_class, end.at, end_label(end, view.closed_after_end), end_title),
     ]
     if not figures.tokens:
         markers[1] = ("ttft", figures.ttft, "first event", "no text delta; first event at ")

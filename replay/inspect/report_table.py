@@ -45,7 +45,7 @@ FIGURES: tuple[tuple[str, Callable[[StreamView], Value], str], ...] = (
     ("output tokens (usage)", lambda v: v.output_tokens, "n"),
     ("tokens/s", lambda v: v.timing.tokens_per_second, "/s"),
     ("largest gap", lambda v: v.timing.max_gap, "s"),
-    ("end", lambda v: end_label(v.end), ""),
+    ("end", lambda v: end_label(v.end, v.closed_after_end), ""),
     ("check findings", _findings, ""),
 )
 

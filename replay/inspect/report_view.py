@@ -10,7 +10,7 @@ from __future__ import annotations
 import attrs
 
 from replay import framing
-from replay.dialects import detect
+from replay.dialects import closed_after_end, detect
 from replay.dialects.kinds import EventKind, event_kinds, output_tokens
 from replay.inspect import timing
 from replay.inspect.check import Finding, interaction_findings
@@ -38,6 +38,8 @@ class StreamView:
         timing: `replay.inspect.timing.summary`.
         gaps: `replay.inspect.timing.gaps`: gap `i` follows event `i`.
         end: how the body ended.
+        closed_after_end: the client closed it after its dialect's terminal event: complete
+            (`replay.dialects.closed_after_end`).
         findings: `replay check`'s findings.
         output_tokens: the tokens the stream's usage reports, if it does.
         problem: why the body's events could not be read (None when they could).
@@ -61,6 +63,7 @@ class StreamView:
     findings: tuple[Finding, ...]
     output_tokens: int | None
     problem: str | None
+    closed_after_end: bool = False
 
     @property
     def body_bytes(self) -> int:
@@ -101,4 +104,5 @@ def view(interaction: Interaction, index: int = 0, label: str = "") -> StreamVie
         findings=tuple(interaction_findings(interaction, label or "cassette", index)),
         output_tokens=output_tokens(events),
         problem=problem,
+        closed_after_end=closed_after_end(interaction),
     )

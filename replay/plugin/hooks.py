@@ -150,8 +150,10 @@ def _add_ini(parser: pytest.Parser) -> None:
 
 
 _STARTED = pytest.StashKey[float]()
+_BLOCK = pytest.StashKey[contextlib.ExitStack]()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STARTED] = time.time()
     config.addinivalue_line(
@@ -160,10 +162,35 @@ def pytest_configure(config: pytest.Config) -> None:
         "a cassette (default path: cassettes/<module>/<test>.msgpack)",
     )
     _check_settings(config)
+    _block_network(config)
     # (Imported here, once `pytest_addoption` kept pytest from rewriting the library.)
     from replay.plugin.run import Run
 
     config.pluginmanager.register(Run(config), "replay-run")
+
+
+def _block_network(config: pytest.Config) -> None:
+    """Block the network from now (the test modules' imports and collection included) to
+    `pytest_unconfigure`, if `--block-network` or `replay_block_network` asks for it."""
+    from replay.plugin.run import option
+
+    if not option(config, "block_network", "replay_block_network"):
+        return
+    if getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput"):
+        return  # pytest-xdist's controller runs no test: each worker blocks its own network
+    from replay.adapters.network import block_network
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(block_network(config.getini("replay_allowed_hosts")))
+    config.stash[_BLOCK] = stack
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """End the block `pytest_configure` started."""
+    stack = config.stash.get(_BLOCK, None)
+    if stack is not None:
+        del config.stash[_BLOCK]
+        stack.close()
 
 
 def _check_settings(config: pytest.Config) -> None:
@@ -205,7 +232,6 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 @pytest.fixture(scope="session", autouse=True)
 def _replay_run(pytestconfig: pytest.Config) -> Iterator[None]:
     """The run's settings, imposed on every cassette session (all three forms)."""
-    from replay.plugin.run import option
     from replay.session.imposed import Imposed, imposed
 
     run = pytestconfig.pluginmanager.get_plugin("replay-run")
@@ -216,12 +242,7 @@ def _replay_run(pytestconfig: pytest.Config) -> Iterator[None]:
         default_speed=pytestconfig.getoption("replay_speed") or pytestconfig.getini("replay_speed"),
         watcher=run,
     )
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(imposed(settings))
-        if option(pytestconfig, "block_network", "replay_block_network"):
-            from replay.adapters.network import block_network
-
-            stack.enter_context(block_network(pytestconfig.getini("replay_allowed_hosts")))
+    with imposed(settings):
         yield
 
 

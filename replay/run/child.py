@@ -30,14 +30,16 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
+from replay.adapters.network import program_block
 from replay.clock import format_speed, parse_speed
 from replay.errors import ConfigurationError
 from replay.faults import Fault, coerce
 from replay.model import Interaction
 from replay.run.report import Reach, StatusLine, is_terminal, summary_lines
-from replay.run.site import ENV_STATUS_FD, HOOK_DIRECTORY, settings_environment
+from replay.run.settings import SESSION_NAMES
+from replay.run.site import HOOK_DIRECTORY, settings_environment
 from replay.run.site.parts import PartsDirectory, recover
 from replay.run.supervise import Signals, run_program
 from replay.session.lifecycle import VIRTUAL
@@ -59,6 +61,8 @@ def record_command(
     mode: str = "all",
     ignore_hosts: Sequence[str] = (),
     ignore_localhost: bool = False,
+    block_network: bool = False,
+    allowed_hosts: Sequence[str] | None = None,
     stderr: TextIO | None = None,
 ) -> int:
     """Run `command` and record every httpx / httpx2 request it makes into the cassette `out`.
@@ -68,8 +72,8 @@ def record_command(
         command: the program and its arguments, e.g. `["python", "app.py"]`.
         mode: "all" (default) records everything again, replacing re-recorded requests;
             "new_episodes" replays what `out` already answers and records the rest.
-        ignore_hosts, ignore_localhost: hosts whose requests go live, unrecorded (as
-            `use_cassette` takes them).
+        ignore_hosts, ignore_localhost, block_network, allowed_hosts: what reaches the
+            network (`use_cassette`'s ignored hosts, `replay.adapters.network.program_block`).
         stderr: where the status line and the summary go (default: `sys.stderr`).
 
     Returns:
@@ -87,9 +91,9 @@ def record_command(
     if out.exists():
         load_interactions(out)  # a corrupt `out`: fail now, before anything runs
     check_saveable(out)  # an unwritable `out`: likewise
-    settings = functools.partial(
-        settings_environment,
+    settings = _settings(
         out,
+        (block_network, allowed_hosts),
         record_mode=mode,
         speed="instant",
         ignore_hosts=ignore_hosts,
@@ -163,12 +167,14 @@ def replay_command(
     faults: Sequence[str | Fault] = (),
     ignore_hosts: Sequence[str] = (),
     ignore_localhost: bool = False,
+    block_network: bool = False,
+    allowed_hosts: Sequence[str] | None = None,
     stderr: TextIO | None = None,
 ) -> int:
     """Run `command` with its httpx / httpx2 traffic served from `cassette`.
 
     With mode "none" the program never touches the network: a request the cassette does
-    not answer raises `replay.CassetteMismatchError` inside the program.
+    not answer raises `CassetteMismatchError`, any other one `NetworkBlockedError`.
 
     Args:
         cassette: the cassette file (it must exist in mode "none"; the other modes record
@@ -180,23 +186,22 @@ def replay_command(
             on virtual time: no waiting, yet the program's clocks move as recorded).
         faults: faults to apply to what is replayed, as specs ("cut(after_events=5)") or
             `replay.faults` values (without `where=`, which cannot cross processes).
-        ignore_hosts, ignore_localhost: hosts whose requests go live, unrecorded (as
-            `use_cassette` takes them).
+        ignore_hosts, ignore_localhost, block_network, allowed_hosts: what reaches the
+            network (`use_cassette`'s ignored hosts, `replay.adapters.network.program_block`).
         stderr: where a summary of newly recorded interactions goes (default: `sys.stderr`).
 
     Returns:
         The program's exit status; 128 + N if signal N ended it.
 
     Raises:
-        FileNotFoundError: there is no cassette at `cassette` in mode "none", or the
-            command does not exist.
+        FileNotFoundError: no cassette at `cassette` in mode "none", or no such command.
         CassetteFormatError: the cassette cannot be read.
         ConfigurationError: a bad speed or fault, an unknown mode or an empty command.
     """
     _check_mode(mode, RUN_MODES, "replay run")
-    settings = functools.partial(
-        settings_environment,
+    settings = _settings(
         cassette,
+        (block_network, allowed_hosts),
         record_mode=mode,
         speed=_speed_text(speed),
         faults=_fault_specs(faults),
@@ -289,10 +294,27 @@ def _checked_command(command: Sequence[str]) -> list[str]:
     return program
 
 
+def _settings(
+    cassette: Path, block: tuple[bool, Sequence[str] | None], **given: Any
+) -> Callable[..., Mapping[str, str]]:
+    """`settings_environment` for `cassette` with the `given` settings (more may be added
+    at the call), plus the variables of the network block (`program_block` of `block`:
+    whether asked, the allowed hosts; record mode "none" blocks by itself)."""
+    variables = program_block(
+        *block,
+        given["ignore_hosts"],
+        given["ignore_localhost"],
+        replay_only=given["record_mode"] == "none",
+    )
+    settings = functools.partial(settings_environment, cassette, **given)
+    return (lambda **more: {**settings(**more), **variables}) if variables else settings
+
+
 def _child_environment(settings: Mapping[str, str]) -> dict[str, str]:
     """This process's environment, plus the hook first on PYTHONPATH and the settings."""
     environment = dict(os.environ)
-    environment.pop(ENV_STATUS_FD, None)  # a stale one, if replay runs under replay
+    for name in SESSION_NAMES:  # an enclosing session's, if replay runs under replay
+        environment.pop(name, None)
     hook = str(HOOK_DIRECTORY)
     existing = environment.get("PYTHONPATH", "")
     entries = [entry for entry in existing.split(os.pathsep) if entry != hook] if existing else []

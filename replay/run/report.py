@@ -113,7 +113,7 @@ class Reach:
         if sum(counts) == 0:
             return (
                 "replay: no request went through the cassette: CMD sent none through httpx, "
-                "httpx2, aiohttp or requests (the clients replay serves)"
+                "httpx2, httpcore, aiohttp or requests (the clients replay serves)"
             )
         return None
 

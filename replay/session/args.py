@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeGuard
 
-from replay.clock import Clock, MonotonicClock, SpeedLike, parse_speed
+from replay.clock import INSTANT, Clock, MonotonicClock, SpeedLike, parse_speed
 from replay.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -85,9 +85,19 @@ def clocks_for(speed: SpeedLike, given: Clock | None) -> Clocks:
             raise ConfigurationError("speed 'virtual' brings its own clock: do not pass clock=")
         from replay.clock.vtime import RealClock, VirtualTime
 
+        _ready_to_wait()
         # Recordings stamp real time, even in a virtual-time session.
         return True, 1.0, VirtualTime(), RealClock()
-    return False, parse_speed(speed), given or MonotonicClock(), None
+    factor = parse_speed(speed)
+    if factor != INSTANT:
+        _ready_to_wait()
+    return False, factor, given or MonotonicClock(), None
+
+
+def _ready_to_wait() -> None:
+    """Import now what a replay that waits needs (its Stepper), so that nothing is imported
+    between a request's start and its first wait: the first replay of a process on time."""
+    import replay.engine.stepper  # noqa: F401
 
 
 def is_virtual(speed: SpeedLike) -> bool:

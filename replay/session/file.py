@@ -34,14 +34,17 @@ def load(path: Path) -> tuple[list[Interaction], bool]:
         return [], False
 
 
-def load_for(path: Path, mode: str) -> tuple[list[Interaction], bool, bool, bool]:
+def load_for(
+    path: Path, mode: str, *, recover_left: bool = True
+) -> tuple[list[Interaction], bool, bool, bool]:
     """What a use of the cassette at `path` in record `mode` starts from: the interactions
     loaded, whether the file exists, and whether the use may replay and may record.
 
-    A use that may record first merges what killed sessions left (`recover`)."""
+    A use that may record first merges what killed sessions left (`recover`), unless told
+    not to (a child process's session: its parent merges)."""
     interactions, existed = load(path)
     may_replay, may_record = may_replay_and_record(mode, existed)
-    if may_record and recover(path):  # what a killed session left: merged
+    if may_record and recover_left and recover(path):  # what a killed session left: merged
         interactions, existed = load(path)
         # "once" goes on with the recording that was killed: what it finished replays, the
         # rest records (recording it all again would store it twice)
@@ -97,19 +100,33 @@ def open_tape(
 
 
 def save(
-    path: Path, cassette: Cassette, journal: Journal | None, replacing: Sequence[Matcher] | None
+    path: Path,
+    cassette: Cassette,
+    journal: Journal | None,
+    replacing: Sequence[Matcher] | None,
+    descendant: bool = False,
 ) -> bool:
     """Merge what `cassette` recorded into the file at `path` (`replacing`: the matchers by
-    which record mode "all" replaces old answers); whether it wrote the file. The journal's
-    parts stay when it did not, for the next session to merge."""
+    which record mode "all" replaces old answers), with what the session's child processes
+    that have ended left beside it, in one merge; whether it wrote the file. The parts stay
+    when it did not, for the next session to merge. A child process's session (`descendant`)
+    only leaves its parts, for its parent."""
+    if journal is not None and descendant:
+        journal.sync()  # (what finished at the end: the rest is written already)
+        journal.close(saved=False)
+        return False
     saved = False
     if journal is not None:
         journal.stop()
+    children = None if journal is None else journal.children()
+    recorded = [*cassette.recorded, *([] if children is None else children.recorded)]
     try:
-        if cassette.recorded:
-            merge(path, cassette.recorded, replacing=replacing)
+        if recorded:
+            merge(path, recorded, replacing=replacing)
             saved = True
     finally:  # not saved: the parts stay, for the next session to merge
+        if children is not None:
+            children.close(saved=saved)
         if journal is not None:
             journal.close(saved=saved or not cassette.recorded)
     return saved

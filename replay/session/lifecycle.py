@@ -1,16 +1,15 @@
 """`use_cassette`: the life of a cassette around a block of code.
 
 On enter: load the cassette (if its file exists), decide what may be replayed and what may
-be recorded (the record modes of `replay.engine.modes`), and route the httpx / httpx2 traffic of
-this context (task or thread, and the threads it starts: see `replay.adapters.patch`) through this
-session. Each request is then replayed
-(the engine's `Player`), recorded (onto the engine's `Tape`), or refused with
-`CassetteMismatchError`. On exit: stop routing, wait (at most `finish_timeout`) for the
-recordings still streaming, end what is still open as stopped by the session, and if
-anything was recorded, merge it into the file under an inter-process lock
-(`replay.store.file.merge`). A session old enough keeps what it finishes in parts beside the
-file meanwhile (`replay.store.journal`), so that a killed process loses nothing finished: the
-next session that records into the file merges them first.
+be recorded (the record modes of `replay.engine.modes`), route the httpx / httpx2 traffic of
+this context (task or thread, and the threads it starts: see `replay.adapters.patch`) through
+this session, and carry it into the processes started inside (`replay.run.settings`). Each
+request is then replayed (the engine's `Player`), recorded (onto the engine's `Tape`), or
+refused with `CassetteMismatchError`. On exit: stop routing, wait (at most `finish_timeout`)
+for the recordings still streaming, end what is still open as stopped by the session, and
+merge what was recorded (with what child processes left) into the file under an
+inter-process lock (`replay.session.file.save`). A session old enough (a child process's at
+once) keeps what it finishes in parts beside the file meanwhile (`replay.store.journal`).
 
 Faults (`faults=[...]`, see `replay.faults`) apply to what is replayed, with attempts
 counted per interaction afresh at each enter. `speed="virtual"` replays as recorded on
@@ -45,6 +44,7 @@ from replay.errors import (
 )
 from replay.matching import DEFAULT_MATCH_ON, Matcher
 from replay.model import Interaction, Request
+from replay.run.settings import carry_session
 from replay.session.args import (
     VIRTUAL,
     clocks_for,
@@ -53,6 +53,7 @@ from replay.session.args import (
     ignored_hosts,
     on_virtual_time,
 )
+from replay.session.descendant import ChildProcessSide
 from replay.session.file import load_for, open_tape, save, warn_keys_in_responses
 from replay.session.imposed import current
 from replay.session.options import DEFAULT_FINISH_TIMEOUT, SessionOptions, redactor_for
@@ -62,6 +63,7 @@ from replay.store.cassette import Cassette
 if TYPE_CHECKING:
     from replay.engine.recorder import Recording, Tape
     from replay.faults import FaultLike
+    from replay.run.descendants import Carrier
     from replay.store.journal import Journal
 
 __all__ = [
@@ -77,7 +79,7 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class CassetteSession(SeenInUse):
+class CassetteSession(SeenInUse, ChildProcessSide):
     """A cassette in use: a context manager (sync and async) and a function decorator.
 
     Made by `use_cassette` (see there for the arguments), or from a `SessionOptions`.
@@ -102,6 +104,8 @@ class CassetteSession(SeenInUse):
         self._last_player: Player | None = None
         self._last_tape: Tape | None = None
         self._journal: Journal | None = None
+        self._carrier: Carrier | None = None
+        self.carries = True  #: into the processes started inside it
         #: Whether the last exit wrote the cassette file.
         self.saved = False
 
@@ -119,6 +123,10 @@ class CassetteSession(SeenInUse):
     def __enter__(self) -> Cassette:
         cassette = self._open()
         patch.install(self)
+        if self.carries:  # into the processes started inside (`replay.run.descendants`)
+            self._carrier = carry_session(
+                self.path, self.record_mode, self._speed_used, self.options, self.after_fork
+            )
         watcher = current().watcher
         if watcher is not None:
             watcher.entered(self)
@@ -176,7 +184,11 @@ class CassetteSession(SeenInUse):
         ):
             self._use_speed(default_speed)
         self.record_mode = mode = in_force(self.options.record_mode)
-        interactions, existed, self._may_replay, self._may_record = load_for(self.path, mode)
+        interactions, existed, self._may_replay, self._may_record = load_for(
+            self.path, mode, recover_left=not self._descendant
+        )
+        if self._refusal is not None and self._may_record:
+            self._may_replay, self._may_record = True, False  # refused: see `refuse_recording`
         self._existed = existed
         self._loaded = len(interactions)
         cassette = self._start(interactions)
@@ -197,6 +209,8 @@ class CassetteSession(SeenInUse):
             self._journal, self._tape = open_tape(
                 self.path, cassette, options.redactor, self._replacing(), self._existed
             )
+            if self._descendant:
+                self._journal.make_immediate()
         # Only what was loaded replays: what this session records is not played back to it.
         self._player = Player(
             cassette,
@@ -214,6 +228,9 @@ class CassetteSession(SeenInUse):
         return self.options.match_on if self.record_mode == "all" else None
 
     def _close(self) -> None:
+        carrier, self._carrier = self._carrier, None
+        if carrier is not None:
+            carrier.end()
         if on_virtual_time(self.clock):
             self.clock.__exit__(None, None, None)
         cassette, player = self.cassette, self._player
@@ -224,21 +241,13 @@ class CassetteSession(SeenInUse):
         self._last_player = player
         player.settle()
         journal, self._journal = self._journal, None
-        self.saved = save(self.path, cassette, journal, self._replacing())
+        self.saved = save(self.path, cassette, journal, self._replacing(), self._descendant)
         watcher = current().watcher
         if watcher is not None:
             watcher.left(self)
         tape = self._last_tape
         if tape is not None and tape.keys_in_responses:  # last: all is saved and settled
             warn_keys_in_responses(self.path, tape.keys_in_responses)
-
-    def after_fork(self) -> None:
-        """In a forked child: forget what the parent recorded (the parent saves it) and its
-        streams in flight (their threads did not survive the fork)."""
-        if self.cassette is not None:
-            self.cassette.recorded.clear()
-        if self._tape is not None:
-            self._tape.forget()
 
     def __call__(self, function: F) -> F:
         """Decorate a sync or async function: each call runs inside a fresh session."""
@@ -290,7 +299,7 @@ class CassetteSession(SeenInUse):
             raise_bare(ConfigurationError(f"cassette {str(self.path)!r} is no longer in use"))
         if self._may_record:
             return player.find(request)
-        reason = why_not_recorded(self.record_mode)
+        reason = self._refusal or why_not_recorded(self.record_mode)
         if not self._existed:  # a typo in the path, most likely: say so before anything else
             reason = f"The cassette file {str(self.path)!r} does not exist. {reason}"
         return player.take(request, reason=reason)

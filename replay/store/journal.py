@@ -10,6 +10,12 @@ session ends it merges as before and removes the directory; when the process die
 directory stays, and the next session that records into the same cassette (or `replay
 record` into it) merges it and removes it (`recover`). `replay show` says it is there.
 
+A child process's session (`CassetteSession.become_descendant`: a process started inside a
+session, `replay.run.descendants`) writes each part at once, as it may be killed or end with
+`os._exit` the moment its work is done, and never merges: the parent's session, when it
+ends, merges the parts of its children that have ended (`Children`: the directories no
+living process holds) with its own recordings, in one merge.
+
 Each part is written to a temporary name and renamed, so a part is whole or absent; it is
 not fsynced (the page cache outlives a killed process; only the end of a session, which
 saves the cassette itself, pays for an fsync). A recording still streaming when the
@@ -31,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from replay.model import Interaction
-from replay.run.site.parts import APPENDED, MATCH_ON, PartsDirectory
+from replay.run.site.parts import APPENDED, MATCH_ON, PartsDirectory, take_abandoned
 from replay.store.file import write_document
 
-__all__ = ["DURABLE_AFTER", "Journal"]
+__all__ = ["DURABLE_AFTER", "Children", "Journal"]
 
 #: Seconds a session records before its parts are written: a test's usual session (a few
 #: short streams in milliseconds) writes none, and a killed one loses no more than that.
@@ -87,6 +93,19 @@ class Journal:
             except OSError:
                 self._closed = True
 
+    def make_immediate(self) -> None:
+        """Write each part as soon as it is recorded, from now on (a child process: it may be
+        killed, or end with `os._exit`, the moment its work is done)."""
+        if self._pid != os.getpid():  # forked: the lock may have been held by another thread
+            self._lock = threading.Lock()
+        with self._lock:
+            self._from = float("-inf")
+        self.sync()
+
+    def children(self) -> Children:
+        """What the session's child processes that have ended left beside the cassette."""
+        return Children(self.cassette)
+
     def stop(self) -> None:
         """Write no more parts (the session is ending: it saves what is left itself)."""
         with self._lock:
@@ -126,3 +145,31 @@ def _write_part(directory: Path, name: str, interaction: Interaction) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+class Children:
+    """The parts directories beside `cassette` that no living process holds (the child
+    processes of a session that have ended, or killed sessions), taken, and what they hold
+    (`recorded`); `close` removes them once merged, else lets go of them."""
+
+    def __init__(self, cassette: Path) -> None:
+        self.recorded: list[Interaction] = []
+        self._taken: list[tuple[PartsDirectory, list[Path]]] = []
+        for directory in take_abandoned(cassette):
+            try:
+                recorded, files = directory.read()
+            except (OSError, ValueError):  # damaged: kept, for `replay record` to report
+                directory.close()
+                continue
+            self.recorded += recorded
+            self._taken.append((directory, files))
+
+    def close(self, saved: bool) -> None:
+        """Remove the parts if what they hold was `saved` into the cassette, else keep them."""
+        for directory, files in self._taken:
+            if saved:
+                for file in files:
+                    file.unlink(missing_ok=True)
+                directory.remove_if_unused()
+            else:
+                directory.close()

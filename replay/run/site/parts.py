@@ -45,7 +45,16 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["APPENDED", "MATCH_ON", "PartsDirectory", "hold", "left_behind", "leftovers", "recover"]
+__all__ = [
+    "APPENDED",
+    "MATCH_ON",
+    "PartsDirectory",
+    "hold",
+    "left_behind",
+    "leftovers",
+    "recover",
+    "take_abandoned",
+]
 
 _OWNER = "owner"
 #: In a directory whose parts are added to OUT rather than replacing what it holds for the
@@ -120,15 +129,23 @@ class PartsDirectory:
             OSError, CassetteFormatError: a part or `out` cannot be read, or `out` written
                 (the parts are then kept).
         """
-        for inner in leftovers_within(self.path):  # a process's session, killed before its end
-            recover(inner)
-        files = _part_files(self.path)
-        recorded = [interaction for file in files for interaction in load_interactions(file)]
+        recorded, files = self.read()
         if recorded:
             merge(out, recorded, replacing=self._replacing())
         for file in files:
             file.unlink(missing_ok=True)
         return recorded
+
+    def read(self) -> tuple[list[Interaction], list[Path]]:
+        """What the parts hold, in the order the processes saved them, and their files.
+
+        Raises:
+            OSError, CassetteFormatError: a part cannot be read.
+        """
+        for inner in leftovers_within(self.path):  # a process's session that did not end
+            recover(inner)
+        files = _part_files(self.path)
+        return [interaction for file in files for interaction in load_interactions(file)], files
 
     def _replacing(self) -> tuple[str, ...] | None:
         """The matchers by which the parts replace what the cassette holds (None: added)."""
@@ -203,6 +220,21 @@ def leftovers_within(directory: Path) -> list[Path]:
     marker = ".msgpack.replay-"
     names = (path.name for path in directory.iterdir() if marker in path.name)
     return sorted({directory / name[1 : name.index(marker) + 8] for name in names})
+
+
+def take_abandoned(out: Path) -> list[PartsDirectory]:
+    """The parts directories beside `out` that no living process holds, each taken by this
+    one (held exclusively until closed or removed): what the child processes of a session
+    that have ended left (`replay.store.journal`), or killed sessions."""
+    if fcntl is None or not leftovers(out):  # (the usual case: one listing of the directory)
+        return []
+    taken = []
+    with file_lock(out):
+        for path in leftovers(out):
+            directory = _take_abandoned(path) if path.is_dir() else None
+            if directory is not None:
+                taken.append(directory)
+    return taken
 
 
 def _take_abandoned(path: Path) -> PartsDirectory | None:

@@ -51,8 +51,25 @@ def _stop(message: str) -> None:
     os._exit(1)
 
 
+def _multiprocessing_helper() -> bool:
+    """Whether this is a `multiprocessing` spawn worker (its preparation data starts the
+    session, with the parent's options: `replay.run.descendants`), forkserver (its
+    workers get theirs the same way) or resource tracker (which makes no requests). The
+    last two outlive the session that started them: they forget its settings."""
+    argv = getattr(sys, "orig_argv", sys.argv)
+    if "--multiprocessing-fork" in argv:
+        return True
+    code = argv[argv.index("-c") + 1] if "-c" in argv[:-1] else ""
+    if not code.startswith("from multiprocessing."):
+        return False
+    for name in [name for name in os.environ if name.startswith("REPLAY_")]:
+        if name != _ENV_BLOCK_NETWORK:  # (a block stays: see `replay.adapters.network`)
+            del os.environ[name]
+    return True
+
+
 def _start_session() -> None:
-    if not os.environ.get(_ENV_CASSETTE):
+    if not os.environ.get(_ENV_CASSETTE) or _multiprocessing_helper():
         return
     try:
         from replay.run.site import start_from_environment
