@@ -58,13 +58,21 @@ class StampedTransport(asyncio.Transport):
         target: the protocol given the arrivals (aiohttp's, or the `SSLProtocol` over it).
         handler: aiohttp's protocol (its current response is what `log` is about).
         reading: whether `inner` was reading (else this starts paused).
+        app: over TLS, the transport aiohttp writes to (asyncio's, over the `SSLProtocol`).
     """
 
     def __init__(
-        self, inner: Any, arrivals: stamper.Arrivals, target: Any, handler: Any, reading: bool
+        self,
+        inner: Any,
+        arrivals: stamper.Arrivals,
+        target: Any,
+        handler: Any,
+        reading: bool,
+        app: Any = None,
     ) -> None:
         super().__init__()
         self._inner = inner
+        self._app = app
         self._arrivals = arrivals
         self._target = target
         self._handler = handler
@@ -126,14 +134,25 @@ class StampedTransport(asyncio.Transport):
             self.close()
 
     def _fail(self, error: OSError) -> None:
-        self._unwatch()
-        self._arrivals.close()
-        self._closed = True
+        self._force_close(error)
+
+    def _force_close(self, error: BaseException | None) -> None:
+        """Close at once, the protocol told of `error` (what asyncio's `SSLProtocol` calls on
+        a fatal error or when its shutdown times out)."""
+        self._let_go()
         force = getattr(self._inner, "_force_close", None)
         if callable(force):
             force(error)  # (the protocol's connection_lost hears of the error)
         else:
             self._inner.abort()
+
+    def _let_go(self) -> None:
+        """Stop delivering, and let go of the stamper's channel (it lets go of the
+        connection)."""
+        if not self._closed:
+            self._closed = True
+            self._unwatch()
+            self._arrivals.close()
 
     def _unwatch(self) -> None:
         with contextlib.suppress(Exception):
@@ -159,8 +178,14 @@ class StampedTransport(asyncio.Transport):
     # -- the rest: the socket transport's ----------------------------------------------------
 
     def write(self, data: Any) -> None:
-        """Write through the socket transport."""
+        """Write through the socket transport. Over TLS, what is written once aiohttp closed
+        the connection ends the TLS session (its close_notify): the connection is closed
+        then, after it, without waiting for the server's (which the stamper would forward a
+        moment later, maybe after the event loop has closed)."""
         self._inner.write(data)
+        if self._app is not None and self._app.is_closing():
+            self._app = None
+            self._loop.call_soon(self.close)
 
     def writelines(self, list_of_data: Any) -> None:
         """Write through the socket transport."""
@@ -205,18 +230,12 @@ class StampedTransport(asyncio.Transport):
     def close(self) -> None:
         """Let go of the stamper's channel (it lets go of the connection), then close the
         socket transport (its protocol hears of it, as from the socket transport)."""
-        if not self._closed:
-            self._closed = True
-            self._unwatch()
-            self._arrivals.close()
+        self._let_go()
         self._inner.close()
 
     def abort(self) -> None:
         """As `close`, without flushing what is left to write."""
-        if not self._closed:
-            self._closed = True
-            self._unwatch()
-            self._arrivals.close()
+        self._let_go()
         self._inner.abort()
 
 
@@ -246,7 +265,8 @@ def _stamp(handler: Any) -> None:
     reading = inner.is_reading()
     inner.pause_reading()
     target = handler if ssl_protocol is None else ssl_protocol
-    ours = StampedTransport(inner, arrivals, target, handler, reading)
+    app = None if ssl_protocol is None else transport
+    ours = StampedTransport(inner, arrivals, target, handler, reading, app)
     if ssl_protocol is None:
         handler.transport = ours
     else:

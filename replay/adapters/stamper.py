@@ -30,6 +30,8 @@ import threading
 from pathlib import Path
 from typing import Final
 
+from replay.adapters.stamper_child import OPTION as TIMESTAMP_OPTION
+
 __all__ = ["Arrivals", "attach", "available", "pid"]
 
 #: A frame's head, as the stamper writes it: the arrival's time, its byte count, its kind.
@@ -168,6 +170,11 @@ class _Process:
             raise OSError("the stamper process did not start")
 
     def attach(self, sock: socket.socket) -> Arrivals:
+        # The kernel stamps what arrives from now on, before the stamper has even taken the
+        # socket (a busy machine may run it a few milliseconds later: a response arriving
+        # meanwhile would have no stamp, and get the time the stamper read it).
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, TIMESTAMP_OPTION, 1)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             fds = array.array("i", [sock.fileno(), theirs.fileno()])
