@@ -471,3 +471,42 @@ def test_where_the_times_came_from_is_kept_and_checked_by_the_file() -> None:
     assert b"times" not in one(None)  # as files before it: nothing said
     with pytest.raises(LoadError, match=r"times: 'bogus!!' is not one of 'network', 'reader'"):
         read_interactions(one("network").replace(b"\xa7network", b"\xa7bogus!!"))
+
+
+def test_connections_kept_alive_stay_stamped_and_clients_go_on_using_them(tmp_path: Path) -> None:
+    """aiohttp: a pooled connection a recorded request takes is read by the stamper from
+    then on, and serves the requests after the session. requests: recordings go through the
+    adapter's twin (its own connections, reused from one recording to the next), and the
+    adapter's pool serves the requests before and after."""
+    from replay.testing import Origin
+    from replay.testing.origin import Script
+
+    chunks = [(0.005, b"data: %d\n\n" % n) for n in range(3)]
+    body = b"".join(data for _delay, data in chunks)
+    with Origin({"/s": Script(chunks=chunks), "/g": Script(chunks=chunks, gzip=True)}) as origin:
+
+        async def three(session: aiohttp.ClientSession) -> None:
+            for path in ("/s", "/g", "/s"):
+                async with session.get(origin.url + path) as response:
+                    assert await response.read() == body
+
+        async def main() -> list[Interaction]:
+            async with aiohttp.ClientSession() as session:
+                await three(session)  # live: the connection in the pool is asyncio's own
+                with replay.use_cassette(tmp_path / "a.msgpack", record_mode="all") as cassette:
+                    await three(session)
+                await three(session)  # live again, over the stamped connection
+            return list(cassette.interactions)
+
+        recorded = asyncio.run(main())
+        assert len({seen.client_port for seen in origin.requests}) == 1  # one connection
+        with requests.Session() as session:
+            assert session.get(origin.url + "/s").content == body
+            with replay.use_cassette(tmp_path / "r.msgpack", record_mode="all") as cassette:
+                for path in ("/s", "/g", "/s"):
+                    assert session.get(origin.url + path).content == body
+            assert session.get(origin.url + "/s").content == body
+        recorded += cassette.interactions
+        ports = [seen.client_port for seen in origin.requests[9:]]
+        assert ports[0] == ports[-1] != ports[1] == ports[2] == ports[3]  # the twin's: its own
+    assert [i.response.times for i in recorded] == ["network"] * 6
