@@ -13,6 +13,10 @@ reads the socket only when the TLS object wants more, so a decrypted read's time
 arrival that completed its TLS record. Without a stamper, a connection keeps its plain socket
 (the reader takes the times, and the cassette says so).
 
+A chunk's time is the arrival urllib3's last read of it came from: reading a chunked body's
+chunk includes the CRLF after it, so a server that sends that CRLF apart from the chunk (and
+later) gives the chunk the CRLF's time.
+
 What goes the ordinary way (cassette: "reader"): requests through a proxy (the adapter's
 proxy managers are its own), adapters whose pool manager is not urllib3's `PoolManager` or
 whose pool classes are custom, and urllib3 without `SSLTransport` (1.25 and older).
