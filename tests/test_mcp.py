@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -23,6 +25,7 @@ import openai
 import pytest
 
 import replay
+from replay import timing
 from replay.dialects import RULES, detect, validate
 from replay.matching import MatchIndex
 from replay.model import Chunk, Interaction, Request, Response
@@ -170,9 +173,10 @@ def test_a_fresh_session_under_other_ids_gets_its_own_answers(
     recorded: tuple[Path, str, str, Any],
 ) -> None:
     """Calls made in the other order carry each other's JSON-RPC ids and progress tokens:
-    each matches its recording by what it asks, and gets its answer under its own id."""
+    each matches its recording by what it asks, and gets its answer under its own id (at
+    the recorded pace: the GET stream ends at its recorded end, nothing waits on it)."""
     path, mcp_url, llm_url, live = recorded
-    with replay.use_cassette(path, record_mode="none"):
+    with replay.use_cassette(path, record_mode="none", speed=1):
         text, session = _both(mcp_url, llm_url, (3, 2))
     assert text == live[0]
     assert session["results"] == live[1]["results"]
@@ -205,6 +209,14 @@ def test_check_reads_jsonrpc_streams(tmp_path: Path) -> None:
     assert streams
     assert all(validate(i) == [] for i in streams)
     assert detect(streams[0]) == "jsonrpc"
+    # No text deltas in a JSON-RPC stream: its ttft is its first event (the first progress).
+    (call,) = [i.response for i in streams if b"tools/call" in i.request.body]
+    assert timing.ttft(call) == call.events()[0].at
+    result = subprocess.run(
+        [sys.executable, "-m", "replay.cli", "check", str(path)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no violations" in result.stdout
 
 
 def _stream(request_id: object, *messages: dict[str, Any]) -> Interaction:
