@@ -168,7 +168,7 @@ def test_a_whole_session_replays_offline(recorded: tuple[Path, str, str, Any]) -
     assert cassette.all_played
 
 
-@pytest.mark.parametrize("recorded", [False], ids=["sse"], indirect=True)
+@pytest.mark.parametrize("recorded", [False, True], ids=["sse", "json"], indirect=True)
 def test_a_fresh_session_under_other_ids_gets_its_own_answers(
     recorded: tuple[Path, str, str, Any],
 ) -> None:
