@@ -440,3 +440,24 @@ def test_a_vcrpy_cassettes_credentials_are_redacted_as_it_converts(tmp_path: Pat
     (interaction,) = Cassette.load(tmp_path / "out.msgpack").interactions
     assert interaction.request.header("authorization") == "REDACTED"
     assert interaction.response.body == b"hello"
+
+
+@pytest.mark.parametrize("times", ["network", "reader", None])
+def test_json_export_keeps_where_the_times_came_from(times: str | None) -> None:
+    interaction = Interaction(
+        request=Request(method="GET", url="http://127.0.0.1/x"),
+        response=Response(status=200, times=times, chunks=[Chunk(0.1, b"data: 1\n\n")]),
+    )
+    text = export_json([interaction])
+    assert ('"times"' in text) == (times is not None)
+    assert import_json(text) == [interaction]
+
+
+def test_json_import_refuses_an_unknown_source_of_times() -> None:
+    interaction = Interaction(
+        request=Request(method="GET", url="http://127.0.0.1/x"), response=Response(status=200)
+    )
+    document = json.loads(export_json([interaction]))
+    document["interactions"][0]["response"]["times"] = "guessed"
+    with pytest.raises(replay.CassetteFormatError, match=r"response: times must be"):
+        import_json(json.dumps(document))

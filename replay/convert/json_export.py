@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from replay.errors import CassetteFormatError
-from replay.model import STOPPERS, Chunk, Interaction, Request, Response, StreamEnd
+from replay.model import STOPPERS, TIMES, Chunk, Interaction, Request, Response, StreamEnd
 from replay.model.chunks import time_problem
 
 __all__ = [
@@ -61,6 +61,7 @@ def _json_interaction(interaction: Interaction) -> dict[str, Any]:
             "status": response.status,
             "headers": [list(pair) for pair in response.headers],
             "headers_at": float(response.headers_at),
+            **({"times": response.times} if response.times is not None else {}),
             "chunks": [{"at": float(c.at), **_spelled(c.data, "data")} for c in response.chunks],
             "end": {
                 "at": float(end.at),
@@ -78,7 +79,8 @@ def export_json(interactions: Sequence[Interaction]) -> str:
 
     Layout: `{"format": "replay-cassette-json", "version": 1, "interactions": [{"request":
     {"method", "url", "headers": [[name, value], ...], "body" | "body_base64"}, "response":
-    {"status", "headers", "headers_at", "chunks": [{"at", "data" | "data_base64"}, ...],
+    {"status", "headers", "headers_at", "times" (if said), "chunks": [{"at", "data" |
+    "data_base64"}, ...],
     "end": {"at", "error", "message", "truncated", "stopped_by" (only "session")}}}, ...]}`;
     times in seconds.
     """
@@ -191,10 +193,14 @@ def _json_response(item: dict[str, Any], where: str) -> Response:
         at = _time(chunk, "at", f"{where}.chunks[{i}]")
         chunks.append(Chunk(at, _unspelled(chunk, "data", f"{where}.chunks[{i}]")))
     end = _get(item, "end", dict, where)
+    times = item.get("times")
+    if times not in TIMES:
+        raise _Bad(f'{where}: times must be "network", "reader" or absent')
     return Response(
         status=status,
         headers=headers,
         headers_at=headers_at,
+        times=times,
         chunks=chunks,
         end=StreamEnd(
             at=_time(end, "at", f"{where}.end"),

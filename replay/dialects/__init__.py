@@ -1,6 +1,6 @@
 """The LLM streaming dialects replay understands: tell them apart, check them, make them.
 
-    replay.dialects.detect(interaction)            # "responses" | "chat" | "anthropic" | None
+    replay.dialects.detect(interaction)            # "responses", "chat", "anthropic", None...
     replay.dialects.validate(interaction)          # [Violation(rule, message, index), ...]
     replay.dialects.closed_after_end(interaction)  # True: the client closed it after its end
     replay.dialects.responses.stream("Hi there")   # a synthetic Interaction, validated
@@ -15,10 +15,11 @@ before a field existed) breaks no rule; a quirk the official SDK mis-assembles d
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from replay.dialects import anthropic, chat, responses
+from replay.dialects import anthropic, chat, jsonrpc, responses
 from replay.dialects.common import (
     EventLike,
     Parsed,
@@ -45,16 +46,18 @@ __all__ = [
     "chat",
     "closed_after_end",
     "detect",
+    "jsonrpc",
     "responses",
     "validate",
 ]
 
-Dialect = Literal["responses", "chat", "anthropic"]
+Dialect = Literal["responses", "chat", "anthropic", "jsonrpc"]
 
 _CHECKS: dict[str, Callable[..., list[Violation]]] = {
     "responses": responses.check,
     "chat": chat.check,
     "anthropic": anthropic.check,
+    "jsonrpc": jsonrpc.check,
 }
 _ANTHROPIC_TYPES = {
     "message_start",
@@ -78,6 +81,8 @@ def _detect(events: Sequence[EventLike]) -> Dialect | None:
         data = json_object(event.data)
         if data is None:
             continue
+        if jsonrpc.is_message(data):
+            return "jsonrpc"
         kind = data.get("type")
         if isinstance(kind, str) and kind.startswith("response."):
             return "responses"
@@ -102,10 +107,12 @@ def validate(stream: StreamLike, dialect: Dialect | None = None) -> list[Violati
     if dialect is not None and dialect not in _CHECKS:
         raise ConfigurationError(f"dialect must be one of {', '.join(_CHECKS)}, not {dialect!r}")
     parsed = read(stream)
-    dialect = dialect or _detect(parsed.events)
+    dialect = dialect or _detect(parsed.events) or ("jsonrpc" if jsonrpc.asks(stream) else None)
     violations = list(parsed.violations)
     if dialect is not None:
         check = _CHECKS[dialect]
+        if dialect == "jsonrpc" and isinstance(stream, Interaction):  # the ids it answers
+            check = functools.partial(check, request=stream.request)
         found = check(parsed.events, truncated=parsed.truncated)
         whole = _whole(parsed, check)
         if whole is not None:  # the client closed it after its end: nothing was cut
@@ -125,7 +132,7 @@ def closed_after_end(stream: StreamLike) -> bool:
     ):
         return False  # (the usual answer, without reading the body)
     parsed = read(stream)
-    dialect = _detect(parsed.events)
+    dialect = _detect(parsed.events) or ("jsonrpc" if jsonrpc.asks(stream) else None)
     return dialect is not None and _whole(parsed, _CHECKS[dialect]) is not None
 
 
