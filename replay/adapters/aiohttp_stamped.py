@@ -185,7 +185,7 @@ class StampedTransport(asyncio.Transport):
         self._inner.write(data)
         if self._app is not None and self._app.is_closing():
             self._app = None
-            self._loop.call_soon(self.close)
+            self.close()  # (the socket transport sends what it holds, then closes)
 
     def writelines(self, list_of_data: Any) -> None:
         """Write through the socket transport."""
