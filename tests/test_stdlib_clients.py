@@ -23,6 +23,7 @@ from pacing import assert_paced, due_times
 
 import replay
 from replay import faults
+from replay.clock.vtime import RealClock
 from replay.testing import Origin, Script
 
 EVENTS = (b"data: one\n\n", b"data: two\n\n", b"data: three\n\n")
@@ -148,15 +149,18 @@ def test_a_dropped_stream_records_and_replays_as_the_same_error(
     assert end.error == "RemoteProtocolError"
 
 
-def test_virtual_speed_moves_the_clock_without_waiting(
+def test_virtual_speed_moves_the_clock_by_the_recorded_gaps_without_waiting(
     cassette_path: Path, client: tuple[Pieces, type[BaseException]]
 ) -> None:
     pieces, _ = client
     _, url, _ = record(cassette_path, lambda url: list(pieces(url)))
     with replay.use_cassette(cassette_path, record_mode="none", speed="virtual"):
-        start = time.monotonic()
+        real, seen = RealClock().now(), time.monotonic()
         assert list(pieces(url)) == list(EVENTS)
-    assert time.monotonic() - start < 3 * GAP  # (the recorded gaps sum to 3 GAPs at least)
+        seen, real = time.monotonic() - seen, RealClock().now() - real
+    at = replay.Cassette.load(cassette_path).interactions[0].response.end.at
+    assert seen == pytest.approx(at, abs=0.02)
+    assert real < at / 2
 
 
 def test_a_post_body_is_sent_and_matched(cassette_path: Path) -> None:
@@ -180,3 +184,50 @@ def test_requests_and_urllib3_under_it_record_once(cassette_path: Path) -> None:
     assert len(replay.Cassette.load(cassette_path).interactions) == 1
     with replay.use_cassette(cassette_path, record_mode="none"):
         assert requests.get(url).content == live == b"".join(EVENTS)
+
+
+TIMEOUTS: dict[str, tuple[Pieces, type[BaseException]]] = {
+    "urllib3": (
+        lambda url: (
+            urllib3.PoolManager().request("GET", url, preload_content=False, timeout=0.5).stream()
+        ),
+        urllib3.exceptions.ReadTimeoutError,
+    ),
+    "urllib.request": (
+        lambda url: iter(urllib.request.urlopen(url, timeout=0.5).read1, b""),
+        TimeoutError,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(TIMEOUTS))
+def test_a_stall_longer_than_the_read_timeout_fails_as_the_library_does(
+    cassette_path: Path, name: str
+) -> None:
+    pieces, error = TIMEOUTS[name]
+    _, url, _ = record(cassette_path, lambda url: list(pieces(url)))
+    stall = faults.stall(after_events=1, seconds=5)
+    with replay.use_cassette(cassette_path, record_mode="none", faults=[stall]):
+        assert until_error(pieces, url, error) == [EVENTS[0]]
+
+
+def test_urllib3_decodes_a_gzip_body_as_it_streams(cassette_path: Path) -> None:
+    routes = {"/gzip": Script(chunks=[(GAP, event) for event in EVENTS], gzip=True)}
+    with Origin(routes) as origin:
+        url = origin.url + "/gzip"
+        with replay.use_cassette(cassette_path, record_mode="all"):
+            live = urllib3.request("GET", url).data
+    with replay.use_cassette(cassette_path, record_mode="none"):
+        response = urllib3.request("GET", url, preload_content=False)
+        assert b"".join(response.stream()) == live == b"".join(EVENTS)
+
+
+def test_a_body_closed_early_while_recording_stops_the_recording(cassette_path: Path) -> None:
+    def first(url: str) -> bytes:
+        with urllib.request.urlopen(url) as response:
+            return response.read1(2**16)  # type: ignore[no-any-return]
+
+    live, _, _ = record(cassette_path, first)
+    assert live == EVENTS[0]
+    end = replay.Cassette.load(cassette_path).interactions[0].response.end
+    assert (end.truncated, end.stopped_by) == (True, "client")
