@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from replay.dialects import Dialect, ToolCall, anthropic, chat, responses
+from replay.dialects import ToolCall, anthropic, chat, cohere, gemini, responses
+from replay.dialects.detection import DIALECTS
 from replay.errors import ConfigurationError
 from replay.model import Interaction
 from replay.redact import deep_json
@@ -21,11 +22,15 @@ from replay.store.file import merge
 
 __all__ = ["DIALECTS", "FAILURES", "append", "synthesize", "tool_call"]
 
-DIALECTS: tuple[Dialect, ...] = ("responses", "chat", "anthropic")
 FAILURES: dict[str, tuple[str, ...]] = {
-    "responses": tuple(f for f in responses.FAILURES if f is not None),
-    "chat": tuple(f for f in chat.FAILURES if f is not None),
-    "anthropic": tuple(f for f in anthropic.FAILURES if f is not None),
+    name: tuple(f for f in module.FAILURES if f is not None)
+    for name, module in (
+        ("responses", responses),
+        ("chat", chat),
+        ("anthropic", anthropic),
+        ("gemini", gemini),
+        ("cohere", cohere),
+    )
 }
 """The failures each dialect's stream can end with (see each module's `FAILURES`)."""
 
@@ -64,11 +69,14 @@ def synthesize(
     model: str | None = None,
     prompt: str | None = None,
 ) -> Interaction:
-    """A synthetic stream of `dialect` ("responses", "chat" or "anthropic").
+    """A synthetic stream of `dialect` ("responses", "chat", "anthropic", "gemini" or
+    "cohere"; Gemini's in SSE, as google-genai asks for it: `replay.dialects.gemini.stream`
+    makes the JSON-array one).
 
     Args:
         text: what the assistant says.
-        reasoning: the reasoning before it (Anthropic: a signed thinking block).
+        reasoning: the reasoning before it (Anthropic: a signed thinking block; Gemini:
+            thought parts; Cohere: a thinking block).
         tool_calls: the calls made after the text (one at most, except in chat).
         usage: chat only: add the usage chunk (`stream_options.include_usage`); the other
             dialects always report usage.
@@ -107,6 +115,10 @@ def synthesize(
         if reasoning is not None:
             raise ConfigurationError("Chat Completions streams carry no reasoning")
         return chat.stream(text, tool_calls=tool_calls, include_usage=usage, **common)
+    if dialect == "gemini":
+        return gemini.stream(text, thinking=reasoning, function_call=call, **common)
+    if dialect == "cohere":
+        return cohere.stream(text, thinking=reasoning, tool_call=call, **common)
     return anthropic.stream(text, thinking=reasoning, tool_use=call, **common)
 
 
