@@ -58,6 +58,7 @@ _PART_DATA = (
     "codeExecutionResult",
     "thoughtSignature",
 )
+_HEADERS = {"x-goog-api-key": "gm-synthetic"}
 _TOKEN_COUNTS = ("promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount")
 
 
@@ -234,19 +235,11 @@ def stream(
     if framing == "json-array" and not cut:
         steps.append(Step("]", {}))
     url = URL.format(model=model) + ("?alt=sse" if framing == "sse" else "")
-    body = _request(prompt, thinking, function_call)
-    request = json_request(url, body, {"x-goog-api-key": "gm-synthetic"})
-    encode = _sse if framing == "sse" else _element
-    media = "text/event-stream" if framing == "sse" else "application/json; charset=UTF-8"
-    return build(
-        request,
-        steps,
-        encode,
-        ttft=ttft,
-        tokens_per_second=tokens_per_second,
-        cut=cut,
-        content_type=media,
-    )
+    request = json_request(url, _request(prompt, thinking, function_call), _HEADERS)
+    sse = framing == "sse"
+    media = "text/event-stream" if sse else "application/json; charset=UTF-8"
+    timing = {"ttft": ttft, "tokens_per_second": tokens_per_second}
+    return build(request, steps, _sse if sse else _element, cut=cut, content_type=media, **timing)
 
 
 def _parts(step: Step) -> list[Mapping[str, object]]:

@@ -104,17 +104,21 @@ def synthesize(
     common["failure"] = failure
     if model is not None:
         common["model"] = model
-    call = tool_calls[0] if tool_calls else None
-    if dialect == "responses":
-        if prompt is not None:
-            common["input"] = prompt
-        return responses.stream(text, reasoning=reasoning, tool_call=call, **common)
     if prompt is not None:
-        common["prompt"] = prompt
+        common["input" if dialect == "responses" else "prompt"] = prompt
     if dialect == "chat":
         if reasoning is not None:
             raise ConfigurationError("Chat Completions streams carry no reasoning")
         return chat.stream(text, tool_calls=tool_calls, include_usage=usage, **common)
+    return _one_call(dialect, text, reasoning, tool_calls[0] if tool_calls else None, common)
+
+
+def _one_call(
+    dialect: str, text: str, reasoning: str | None, call: ToolCall | None, common: dict[str, Any]
+) -> Interaction:
+    """A stream of a dialect that makes one tool call at most, each builder with its names."""
+    if dialect == "responses":
+        return responses.stream(text, reasoning=reasoning, tool_call=call, **common)
     if dialect == "gemini":
         return gemini.stream(text, thinking=reasoning, function_call=call, **common)
     if dialect == "cohere":
