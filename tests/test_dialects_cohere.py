@@ -19,6 +19,7 @@ from replay.dialects import RULES, ToolCall, anthropic, chat, cohere, detect, ge
 from replay.dialects import validate as validate_stream
 from replay.dialects.texts import stream_texts
 from replay.framing.sse import parse
+from replay.inspect import timing
 
 TEXT = "Hello there, how may I assist you today?"
 THINKING = "A greeting: answer briefly."
@@ -234,3 +235,11 @@ def test_check_passes_a_valid_stream_and_catches_a_corrupted_one(tmp_path: Path)
     assert failed.returncode == 1
     assert "cohere.block-order: error: content-delta for content 1, not open" in failed.stdout
     assert "chat." not in failed.stdout
+
+
+def test_ttft_is_the_first_text_delta() -> None:
+    interaction = cohere.stream("Hi there", thinking="Hmm")
+    texts = [e for e in interaction.response.events() if e.event == "content-delta"][
+        1:
+    ]  # (the first: thinking)
+    assert timing.ttft(interaction) == texts[0].at

@@ -26,6 +26,7 @@ from replay import framing
 from replay.dialects import RULES, ToolCall, detect, gemini, validate
 from replay.dialects.texts import stream_texts
 from replay.framing.jsonarray import JSONArrayParser, parse
+from replay.inspect import timing
 from replay.testing import Origin, Script
 
 TEXT = "Hello there, how may I assist you today?"
@@ -400,3 +401,20 @@ def test_a_json_array_stream_records_with_its_key_redacted_and_checks(tmp_path: 
     assert checked.returncode == 0, checked.stdout
     with replay.use_cassette(path, record_mode="none"):
         assert b"".join(fetch_array(url)) == live
+
+
+@pytest.mark.parametrize("kind", FRAMINGS)
+def test_ttft_is_the_first_text_not_the_first_thought(kind: Any) -> None:
+    interaction = gemini.stream("Hi there", thinking="Hmm now", framing=kind)
+    events = interaction.response.events()
+    assert timing.first_event(interaction) == events[0].at
+    assert timing.ttft(interaction) == events[2].at  # after the two thought chunks
+    assert len(timing.token_events(interaction)) == 2
+
+
+def test_report_reads_a_json_array(tmp_path: Path) -> None:
+    path = cassette(tmp_path / "array.msgpack", gemini.stream("Hi there", framing="json-array"))
+    made = replay_text("report", path, "-o", str(tmp_path / "report.html"))
+    assert made.returncode == 0, made.stderr
+    page = (tmp_path / "report.html").read_text()
+    assert "gemini" in page
