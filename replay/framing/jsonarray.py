@@ -7,7 +7,8 @@ bytes of the element being read, as a list of pieces joined once when it is whol
 memory is bounded by the largest element and total work is linear however the stream is
 chunked. Only ASCII bytes (brackets, braces, quotes, backslashes, commas) steer it, so it
 reads the raw bytes: a multi-byte character split across `feed()` calls is decoded whole,
-with its element.
+with its element. An element whole inside one chunk is read by the C JSON decoder at once;
+one split across chunks, bracket by bracket (a whole string at a time).
 
 An object or array element is an event as soon as its closing bracket arrives (what a
 streaming JSON reader sees); any other value (a string, a number) when the comma or `]`
@@ -26,6 +27,7 @@ that completed it; `byte_ends` says which chunk holds each offset.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections.abc import Sequence
 
@@ -35,9 +37,13 @@ from replay.framing.sse import Event, Row
 
 __all__ = ["JSONArrayParser", "byte_ends", "parse", "scan"]
 
-_OUTSIDE = re.compile(rb'[\[\]{},"]')  # what steers the parser outside strings
+# What steers the parser outside strings: a whole string at once (skipped in C), else a
+# bracket, a brace, a comma, or the quote opening a string that goes on past the chunk.
+_OUTSIDE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{},"]', re.DOTALL)
 _INSIDE = re.compile(rb'["\\]')  # what ends or escapes inside a string
 _SPACE = b" \t\r\n"
+_NEXT = re.compile(r"[ \t\r\n]*(?=[\[{])")  # white space before a container
+_DECODER = json.JSONDecoder()
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -92,18 +98,25 @@ class JSONArrayParser:
             return rows
         start = position  # where the held part of this chunk begins
         size = len(data)
+        text: str | None = None
         while position < size:
             if self._in_string:
                 position = self._string(data, position)
                 continue
+            if self._holding and self._depth == 1:  # an element may start here
+                text = data.decode("latin-1") if text is None else text
+                end = _whole_container(text, position)
+                if end is not None:  # an object or array, whole in this chunk
+                    self._emit(data[start:end], base + end - 1, rows)
+                    position = end
+                    continue
             found = _OUTSIDE.search(data, position)
             if found is None:
                 break
-            at = found.start()
-            position = at + 1
+            at, position = found.span()
             byte = data[at]
-            if byte == 0x22:  # '"'
-                self._in_string = True
+            if byte == 0x22:  # '"': a whole string, or one cut by the chunk's end
+                self._in_string = position - at == 1
             elif byte in b"[{":
                 self._depth += 1
             elif byte in b"]}":
@@ -165,6 +178,20 @@ class JSONArrayParser:
         unless it is only white space."""
         if self._holding:
             self._emit(tail, offset, rows)
+
+
+def _whole_container(text: str, position: int) -> int | None:
+    """Where the object or array opening at `position` (after white space) ends, when it is
+    whole and valid JSON in `text` (a chunk read as Latin-1: one character per byte, so the
+    offsets are the bytes'); None otherwise (the scanner then reads it piece by piece). The
+    fast path: the C decoder reads a whole element at once."""
+    found = _NEXT.match(text, position)
+    if found is None:
+        return None
+    try:
+        return _DECODER.raw_decode(text, found.end())[1]
+    except ValueError:
+        return None
 
 
 def scan(pieces: Sequence[bytes]) -> list[Row]:
