@@ -1,7 +1,7 @@
 """The LLM streaming dialects replay understands: tell them apart, check them, make them.
 
     replay.dialects.detect(interaction)            # "responses" | "chat" | "anthropic" |
-                                                   # "gemini" | "cohere" | None
+                                                   # "gemini" | "cohere" | "jsonrpc" | None
     replay.dialects.validate(interaction)          # [Violation(rule, message, index), ...]
     replay.dialects.closed_after_end(interaction)  # True: the client closed it after its end
     replay.dialects.responses.stream("Hi there")   # a synthetic Interaction, validated
@@ -19,9 +19,10 @@ before a field existed) breaks no rule; a quirk the official SDK mis-assembles d
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
-from replay.dialects import anthropic, chat, cohere, gemini, responses
+from replay.dialects import anthropic, chat, cohere, gemini, jsonrpc, responses
 from replay.dialects.common import (
     EventLike,
     Parsed,
@@ -50,6 +51,7 @@ __all__ = [
     "cohere",
     "detect",
     "gemini",
+    "jsonrpc",
     "responses",
     "validate",
 ]
@@ -60,6 +62,7 @@ _CHECKS: dict[str, Callable[..., list[Violation]]] = {
     "anthropic": anthropic.check,
     "gemini": gemini.check,
     "cohere": cohere.check,
+    "jsonrpc": jsonrpc.check,
 }
 
 
@@ -83,15 +86,17 @@ def validate(stream: StreamLike, dialect: Dialect | None = None) -> list[Violati
 
     Raises:
         ConfigurationError: `dialect` is not one of "responses", "chat", "anthropic",
-            "gemini", "cohere".
+            "gemini", "cohere", "jsonrpc".
     """
     if dialect is not None and dialect not in _CHECKS:
         raise ConfigurationError(f"dialect must be one of {', '.join(_CHECKS)}, not {dialect!r}")
     parsed = read(stream)
-    dialect = dialect or _detect(parsed.events)
+    dialect = dialect or _detect(parsed.events) or ("jsonrpc" if jsonrpc.asks(stream) else None)
     violations = list(parsed.violations)
     if dialect is not None:
         check = _CHECKS[dialect]
+        if dialect == "jsonrpc" and isinstance(stream, Interaction):  # the ids it answers
+            check = functools.partial(check, request=stream.request)
         found = check(parsed.events, truncated=parsed.truncated)
         whole = _whole(parsed, check)
         if whole is not None:  # the client closed it after its end: nothing was cut
@@ -112,7 +117,7 @@ def closed_after_end(stream: StreamLike) -> bool:
     ):
         return False  # (the usual answer, without reading the body)
     parsed = read(stream)
-    dialect = _detect(parsed.events)
+    dialect = _detect(parsed.events) or ("jsonrpc" if jsonrpc.asks(stream) else None)
     return dialect is not None and _whole(parsed, _CHECKS[dialect]) is not None
 
 

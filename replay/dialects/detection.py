@@ -3,7 +3,8 @@
 Each dialect has a shape its events fit (`SHAPES`): a Responses event's `type` starts with
 `response.`; an Anthropic or a Cohere v2 event's `type` is one of their event names; a Chat
 Completions chunk is a `chat.completion.chunk` object, or carries `choices` of deltas; a
-Gemini chunk carries `candidates`, or the `usageMetadata` of a `modelVersion`. Events that
+Gemini chunk carries `candidates`, or the `usageMetadata` of a `modelVersion`; a JSON-RPC
+message (MCP) says `"jsonrpc": "2.0"`. Events that
 fit no dialect, or that several share (`data: [DONE]`, which Chat Completions and Cohere
 both send; an `{"error": ...}` chunk; Anthropic's `ping`), say nothing. The dialect that
 the most of the stream's first telling events fit is the answer; a stream none fit, or two
@@ -15,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
+from replay.dialects import jsonrpc
 from replay.dialects.common import EventLike, json_object
 
 __all__ = ["DIALECTS", "SHAPES", "Dialect", "detect_events"]
 
-Dialect = Literal["responses", "chat", "anthropic", "gemini", "cohere"]
-DIALECTS: tuple[Dialect, ...] = ("responses", "chat", "anthropic", "gemini", "cohere")
-"""Every dialect replay knows, in the order `replay synth` lists them."""
+Dialect = Literal["responses", "chat", "anthropic", "gemini", "cohere", "jsonrpc"]
+DIALECTS: tuple[Dialect, ...] = ("responses", "chat", "anthropic", "gemini", "cohere", "jsonrpc")
+"""Every dialect replay knows."""
 
 _ANTHROPIC_TYPES = {
     "message_start",
@@ -88,6 +90,7 @@ SHAPES: dict[Dialect, Callable[[Mapping[str, object]], bool]] = {
     "anthropic": _anthropic,
     "gemini": _gemini,
     "cohere": _cohere,
+    "jsonrpc": jsonrpc.is_message,
 }
 """For each dialect, whether an event's data (a JSON object) has the shape of its events."""
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from replay.dialects import ToolCall, anthropic, chat, cohere, gemini, responses
-from replay.dialects.detection import DIALECTS
+from replay.dialects.detection import Dialect
 from replay.errors import ConfigurationError
 from replay.model import Interaction
 from replay.redact import deep_json
@@ -22,6 +22,8 @@ from replay.store.file import merge
 
 __all__ = ["DIALECTS", "FAILURES", "append", "synthesize", "tool_call"]
 
+DIALECTS: tuple[Dialect, ...] = ("responses", "chat", "anthropic", "gemini", "cohere")
+"""The dialects `synthesize` builds (JSON-RPC's streams answer requests: none here)."""
 FAILURES: dict[str, tuple[str, ...]] = {
     name: tuple(f for f in module.FAILURES if f is not None)
     for name, module in (

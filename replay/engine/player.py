@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+import attrs
+
 from replay.engine.advice import Advice
 from replay.errors import CassetteMismatchError, hide_for_replay_errors, raise_bare
 from replay.model import Request, Response
@@ -135,11 +137,49 @@ class Player:
         with self.lock:
             index = self.cassette.find(wanted, among_first=self.replayable)
         if index is None:
-            return None
+            return self._reconnected(wanted)
         injector = self._injector
         if injector is None or not injector.faults:  # the usual case, made short
-            return Played(index, self.cassette.interactions[index].response)
+            return Played(index, self._response(index, wanted))
         return self._play(index, wanted)
+
+    def _response(self, index: int, wanted: Request) -> Response:
+        """The recorded response of interaction `index`, its JSON-RPC answers under the ids
+        of `wanted` when it matched a recording made under other ids."""
+        interaction = self.cassette.interactions[index]
+        recorded = interaction.request.body
+        if wanted.body == recorded or b'"jsonrpc"' not in recorded:  # the usual case
+            return interaction.response
+        from replay.matching import jsonrpc
+
+        renames = jsonrpc.same_call(wanted.body, recorded)
+        return (
+            interaction.response
+            if renames is None
+            else jsonrpc.answer(interaction.response, renames)
+        )
+
+    def _reconnected(self, wanted: Request) -> Played | None:
+        """An MCP client's GET stream opened again once its recording has played: the
+        recording's headers and end, without its messages (they were delivered once)."""
+        if wanted.method != "GET" or not any(
+            name.lower() == "mcp-session-id" for name, _ in wanted.headers
+        ):
+            return None
+        with self.lock:
+            interactions = self.cassette.interactions
+            last = self.replayable if self.replayable is not None else len(interactions)
+            played = [
+                index
+                for index in range(last)
+                if self.cassette.play_counts[index]
+                and interactions[index].request.method == "GET"
+                and interactions[index].request.url == wanted.url
+            ]
+        if not played:
+            return None
+        response = interactions[played[-1]].response
+        return Played(played[-1], attrs.evolve(response, chunks=[]))
 
     def _recorded_bodies(self) -> list[bytes]:
         interactions = self.cassette.interactions
@@ -181,7 +221,7 @@ class Player:
                 counts[index] = max(1, counts[index])
 
     def _play(self, index: int, wanted: Request, *, counted: bool = True) -> Played:
-        recorded = self.cassette.interactions[index].response
+        recorded = self._response(index, wanted)
         injector = self._injector
         if injector is None or not injector.faults:
             return Played(index, recorded)

@@ -85,10 +85,16 @@ def _is_anthropic_delta(event: TimedEvent) -> bool:
     )
 
 
+def _no_token(event: TimedEvent) -> bool:
+    """A JSON-RPC stream (MCP) carries messages, no text deltas: its ttft is its first event."""
+    return False
+
+
 _TOKEN_TESTS: dict[str, Callable[[TimedEvent], bool]] = {
     "responses": _is_responses_delta,
     "chat": _is_chat_delta,
     "anthropic": _is_anthropic_delta,
+    "jsonrpc": _no_token,
 }
 
 

@@ -1,5 +1,7 @@
 """The key of each named matcher: two requests have equal keys exactly when vcrpy's matcher
-of that name finds them equal.
+of that name finds them equal, but for one thing: the `body` of a JSON-RPC 2.0 request is
+compared without its `id` and progress token (`replay.matching.jsonrpc`; `raw_body` compares
+the bytes).
 
 A URL's keys come from one `urlsplit`. A JSON body's key does not depend on key order,
 spacing, escapes or number forms, so every body is parsed (`json_key`): the scanner
@@ -15,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qsl, urlsplit
 
+from replay.matching.jsonrpc import normalised
 from replay.redact import deep_json
 
 if TYPE_CHECKING:
@@ -168,9 +171,16 @@ _UNPARSED = (ValueError, RecursionError)
 def _json_body(body: bytes) -> tuple[str, object]:
     """The body's key as its canonical JSON text (as a mismatch message shows it)."""
     try:
-        return ("json", _canonical(_parse(body)))
+        return ("json", _canonical(_without_ids(_parse(body))))
     except _UNPARSED:
         return ("raw", body)
+
+
+def _without_ids(parsed: object) -> object:
+    """`parsed` as the `body` matcher compares it: a JSON-RPC 2.0 request without its `id`
+    and progress token (`replay.matching.jsonrpc`), anything else as it is."""
+    first = parsed[0] if type(parsed) is list and parsed else parsed  # a batch: its first
+    return normalised(parsed) if type(first) is dict and "jsonrpc" in first else parsed
 
 
 #: The types of an object's values that make the set of its items a key as exact as its
@@ -183,7 +193,7 @@ def json_key(body: bytes) -> tuple[str, object]:
     and nulls (the usual API call), the set of its items, a third of the cost to make. Two
     JSON-equal bodies are of the same kind, so their keys are equal either way."""
     try:
-        parsed = _parse(body)
+        parsed = _without_ids(_parse(body))
         if type(parsed) is dict and _FLAT_TYPES.issuperset(map(type, parsed.values())):
             return ("json", frozenset(parsed.items()))
         return ("json", _canonical(parsed))
