@@ -243,3 +243,19 @@ def test_ttft_is_the_first_text_delta() -> None:
         1:
     ]  # (the first: thinking)
     assert timing.ttft(interaction) == texts[0].at
+
+
+def test_check_gives_an_unknown_stream_no_dialect_findings(tmp_path: Path) -> None:
+    body = b'data: {"text": "Hi", "id": null}\n\ndata: {"text": "!", "id": 2}\n\ndata: [DONE]\n\n'
+    response = replay.Response(
+        status=200,
+        headers=[("content-type", "text/event-stream")],
+        chunks=[replay.Chunk(0.1, body)],
+        end=replay.StreamEnd(0.2),
+    )
+    path = tmp_path / "unknown.msgpack"
+    request = replay.Request(method="POST", url="https://llm.example.test/v1/stream")
+    replay.Cassette([replay.Interaction(request, response)]).save(path)
+    checked = replay_text("check", str(path))
+    assert checked.returncode == 0, checked.stdout
+    assert "checked 1 stream in 1 cassette: no violations" in checked.stdout
