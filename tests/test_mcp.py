@@ -217,6 +217,13 @@ def test_check_reads_jsonrpc_streams(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no violations" in result.stdout
+    # The GET stream the client closed at the end of its session is complete, in show too.
+    shown = subprocess.run(
+        [sys.executable, "-m", "replay.cli", "show", str(path)], capture_output=True, text=True
+    ).stdout
+    (get_row,) = [line for line in shown.splitlines() if "  GET  " in line]
+    assert "truncated" not in shown, shown
+    assert "closed after end" in get_row or "eof" in get_row, get_row
 
 
 def _stream(request_id: object, *messages: dict[str, Any]) -> Interaction:

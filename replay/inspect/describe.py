@@ -99,7 +99,7 @@ def _row(index: int, interaction: Interaction, events: str) -> str:
         ttfb,
         _ms(response.duration),
         events,
-        _end_name(response),
+        _end_name(interaction),
         _digest(interaction),
         request.url,
     )
@@ -120,11 +120,11 @@ def _event_count(response: Response) -> tuple[str, str | None]:
         return "?", str(error)
 
 
-def _end_name(response: Response) -> str:
-    end = response.end
+def _end_name(interaction: Interaction) -> str:
+    end = interaction.response.end
     if end.error is not None:
         return end.error if len(end.error) <= _END_WIDTH else end.error[: _END_WIDTH - 1] + "~"
-    stop = CLOSED_AFTER_END if closed_after_end(response) else "truncated"
+    stop = CLOSED_AFTER_END if closed_after_end(interaction) else "truncated"
     return stop if end.truncated else "eof"
 
 
@@ -162,7 +162,7 @@ def _interaction_events(index: int, interaction: Interaction, width: int) -> lis
             lines.append(f"  (the body cannot be decoded: {error})")
         else:
             lines.extend(_event_lines(timed, width))
-    lines.append(f"  {response.end.at:8.3f}  ({_end_description(response)})")
+    lines.append(f"  {response.end.at:8.3f}  ({_end_description(interaction)})")
     return lines
 
 
@@ -183,14 +183,14 @@ def _one_line(text: str, limit: int) -> str:
     return escaped if not limit or len(escaped) <= limit else escaped[: limit - 3] + "..."
 
 
-def _end_description(response: Response) -> str:
-    end = response.end
+def _end_description(interaction: Interaction) -> str:
+    end = interaction.response.end
     if end.error is not None:
         message = _one_line(end.message, DATA_WIDTH)
         return f"end: {end.error}: {message}" if message else f"end: {end.error}"
     if not end.truncated:
         return "end: eof"
-    closed = closed_after_end(response)
+    closed = closed_after_end(interaction)
     return f"end: {CLOSED_AFTER_END_TEXT if closed else f'truncated by the {end.stopped_by}'}"
 
 
@@ -231,7 +231,7 @@ def _timeline_row(index: int, interaction: Interaction, width: int) -> str:
         "-" if response.ttfb is None else _ms(response.ttfb),
         "-" if ttft is None else _ms(ttft),
         _ms(response.duration),
-        _end_name(response),
+        _end_name(interaction),
         f"{request.method} {request.url}",
     )
 
@@ -277,7 +277,7 @@ def _raw_interaction(index: int, interaction: Interaction) -> list[str]:
     lines.extend(f"< {name}: {value}" for name, value in response.headers)
     lines.append("<")
     lines.extend(_response_body(response))
-    lines.append(f"== {_end_description(response)} at {response.end.at:.3f} s ==")
+    lines.append(f"== {_end_description(interaction)} at {response.end.at:.3f} s ==")
     return lines
 
 

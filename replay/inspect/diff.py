@@ -125,7 +125,7 @@ def _diff_pair(
     if a is None or b is None:
         return InteractionDiff(index=index, a=a, b=b)
     events_a, events_b = _events(a.response), _events(b.response)
-    notes = [*_request_notes(a, b), *_response_notes(a.response, b.response)]
+    notes = [*_request_notes(a, b), *_response_notes(a, b)]
     if events_a is None or events_b is None:
         body_a, body_b = _body(a.response), _body(b.response)
         if body_a != body_b:
@@ -247,19 +247,19 @@ def _request_notes(a: Interaction, b: Interaction) -> list[str]:
     return notes
 
 
-def _response_notes(a: Response, b: Response) -> list[str]:
+def _response_notes(a: Interaction, b: Interaction) -> list[str]:
     notes = []
-    if a.status != b.status:
-        notes.append(f"status: {a.status} in A, {b.status} in B")
+    if a.response.status != b.response.status:
+        notes.append(f"status: {a.response.status} in A, {b.response.status} in B")
     if _end_name(a) != _end_name(b):
         notes.append(f"end: {_end_name(a)} in A, {_end_name(b)} in B")
     return notes
 
 
-def _end_name(response: Response) -> str:
-    end = response.end
+def _end_name(interaction: Interaction) -> str:
+    end = interaction.response.end
     if end.error is not None:
         return stored_name(end.error)
     if end.truncated:
-        return CLOSED_AFTER_END if closed_after_end(response) else "truncated"
+        return CLOSED_AFTER_END if closed_after_end(interaction) else "truncated"
     return "eof"
