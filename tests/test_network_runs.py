@@ -120,13 +120,20 @@ def http_client():
     connection.request("GET", "/v1/responses")
     connection.getresponse().read()
 
+def putrequest():  # http.client's low-level calls: not routed
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=5)
+    connection.putrequest("GET", "/v1/responses")
+    connection.endheaders()
+    connection.getresponse().read()
+
 def raw_socket():
     socket.create_connection((parts.hostname, parts.port), timeout=5).close()
 
-CHILD = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)"
+# (a raw socket: a request of a client replay routes would be answered by the cassette)
+CHILD = "import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)"
 
 def python_child(env=None):
-    done = subprocess.run([sys.executable, "-c", CHILD, url + "/v1/responses"],
+    done = subprocess.run([sys.executable, "-c", CHILD, parts.hostname, str(parts.port)],
                           capture_output=True, text=True, timeout=60, env=env)
     refused = done.returncode != 0 and "NetworkBlockedError" in done.stderr
     print("child", "NetworkBlockedError" if refused else done.stderr.strip()[-200:])
@@ -135,13 +142,16 @@ print("httpx", httpx.get(url + "/v1/responses").status_code)
 attempt("urllib", lambda: urllib.request.urlopen(url + "/v1/responses", timeout=5).read())
 attempt("http.client", http_client)
 attempt("urllib3", lambda: urllib3.PoolManager(retries=False).request("GET", url + "/x"))
+attempt("putrequest", putrequest)
 attempt("socket", raw_socket)
 attempt("httpcore", lambda: httpcore.request("GET", url + "/v1/chat/completions"))
 python_child()
 """
 
-#: The clients replay does not route (httpcore, which it routes, comes after them).
-NAMES = ["urllib", "http.client", "urllib3", "socket"]
+#: The clients replay routes (a request the cassette cannot answer fails in the program),
+#: then those it does not (the block refuses them); httpcore, routed, comes after them.
+ROUTED = ["urllib", "http.client", "urllib3"]
+NAMES = ["putrequest", "socket"]
 
 
 @pytest.fixture
@@ -166,28 +176,32 @@ def test_replay_run_mode_none_refuses_every_escape(
 ) -> None:
     lines, stderr = _run(tmp_path, origin, "run", str(recorded))
     assert lines[0] == "httpx 200"  # the cassette answered
-    assert lines[1:5] == [f"{name} NetworkBlockedError" for name in NAMES]
-    assert "CassetteMismatchError" in lines[5]  # httpcore: through the cassette, unrecorded
-    assert lines[6] == "child NetworkBlockedError"
+    # Through the cassette, unrecorded: the program's own error, nothing sent.
+    assert lines[1:4] == [f"{name} {{'CassetteMismatchError'}}" for name in ROUTED]
+    assert lines[4:6] == [f"{name} NetworkBlockedError" for name in NAMES]
+    assert "CassetteMismatchError" in lines[6]  # httpcore: through the cassette too
+    assert lines[7] == "child NetworkBlockedError"
     assert len(origin.requests) == 1  # the recording's, nothing since
-    # Each said on stderr as it happened (before the next attempt), naming the library:
+    # Each refusal said on stderr as it happened (before the next attempt):
     said = stderr.split("-- ")[1:]
-    assert [part.split()[0] for part in said] == [*NAMES, "httpcore"]
-    for part in said[:4]:
+    assert [part.split()[0] for part in said] == [*ROUTED, *NAMES, "httpcore"]
+    for part in said[3:5]:
         assert "\nreplay: " in part
         assert "was refused: the network is blocked" in part
-    assert f"replay: GET {origin.url}{PATH} was refused" in said[0]
-    assert "opened by http.client" in said[1]
-    assert "opened by urllib3" in said[2]
+    assert f"replay: GET {origin.url}{PATH} was refused" in said[3]
 
 
 def test_allow_host_and_ignored_hosts_let_loopback_through(
     tmp_path: Path, origin: Origin, recorded: Path
 ) -> None:
-    for flags in (["--allow-host", "127.0.0.1"], ["--ignore-localhost"]):
+    for flags, routed in (
+        (["--allow-host", "127.0.0.1"], "{'CassetteMismatchError'}"),  # allowed, not ignored
+        (["--ignore-localhost"], "reached"),
+    ):
         before = len(origin.requests)
         lines, stderr = _run(tmp_path, origin, "run", str(recorded), *flags)
-        assert lines[1:5] == [f"{name} reached" for name in NAMES], stderr
+        assert lines[1:4] == [f"{name} {routed}" for name in ROUTED], stderr
+        assert lines[4:6] == [f"{name} reached" for name in NAMES], stderr
         assert len(origin.requests) > before
 
 
@@ -197,8 +211,9 @@ def test_replay_record_block_network_allows_loopback_unless_told(
     out = tmp_path / "out.msgpack"
     lines, _ = _run(tmp_path, origin, "record", str(out), "--block-network")
     assert lines[:3] == ["httpx 200", "urllib reached", "http.client reached"]
-    # The recordings (httpx's, httpcore's) went through the block:
-    assert len(replay.Cassette.load(out).interactions) == 2
+    # The recordings (httpx's, urllib's, http.client's, urllib3's, httpcore's) went through
+    # the block:
+    assert len(replay.Cassette.load(out).interactions) == 5
     hits = len(origin.requests)
     lines, stderr = _run(
         tmp_path,
@@ -227,10 +242,14 @@ CHILD = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout
 OWN_ENVIRONMENTS = """
 import os, subprocess, sys
 url = sys.argv[1] + "/v1/responses"
-CHILD = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)"
+from urllib.parse import urlsplit
+parts = urlsplit(url)
+# (a raw socket: a request of a client replay routes would be answered by the cassette)
+CHILD = "import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)"
 for env in ({**os.environ, "PYTHONPATH": "src"}, {"PATH": os.environ["PATH"]}):
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, url], capture_output=True, text=True, env=env, timeout=60
+        [sys.executable, "-c", CHILD, parts.hostname, str(parts.port)],
+        capture_output=True, text=True, env=env, timeout=60,
     )
     print("NetworkBlockedError" in done.stderr and done.returncode != 0)
 """

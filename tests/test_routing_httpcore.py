@@ -135,6 +135,26 @@ def test_a_network_block_refuses_httpcore_used_directly(core: ModuleType, origin
     assert len(origin.requests) == 0
 
 
+def test_what_goes_live_through_the_routing_is_sent_whole(
+    core: ModuleType, origin: Origin, tmp_path: Path
+) -> None:
+    """An ignored host under a cassette, and an allowed one under a block: the request (a POST
+    with a body) reaches the origin as it was made, sync and async."""
+
+    async def apost() -> Any:
+        async with core.AsyncConnectionPool() as pool:
+            return await pool.request("POST", f"{origin.url}/two", content=b'{"a": 1}')
+
+    with replay.use_cassette(tmp_path / "c.msgpack", ignore_localhost=True):
+        assert core.request("POST", f"{origin.url}/two", content=b'{"a": 1}').content == BODY
+        assert asyncio.run(apost()).content == BODY
+    with replay.block_network():  # loopback allowed
+        assert core.request("POST", f"{origin.url}/two", content=b'{"a": 1}').content == BODY
+        assert asyncio.run(apost()).content == BODY
+    assert [seen.body for seen in origin.requests] == [b'{"a": 1}'] * 4
+    assert not (tmp_path / "c.msgpack").exists()  # nothing recorded
+
+
 class DuckTransport:
     """A transport that is no `httpx.BaseTransport`: it sends through httpcore itself."""
 

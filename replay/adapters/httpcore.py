@@ -119,7 +119,7 @@ def _core_request(core: ModuleType, request: Any) -> Any:
         method=request.method,
         url=core.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
         headers=request.headers.raw,
-        content=request.content,
+        content=request.read(),  # (a ByteStream: read here, sync even for an async send)
         extensions=request.extensions,
     )
 

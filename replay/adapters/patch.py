@@ -20,10 +20,9 @@ Routing is per context, so that concurrent sessions never see each other's traff
 While a router is installed, `threading.Thread.start` and `ThreadPoolExecutor.submit` are
 wrapped to carry the sessions over; both are restored with the transports.
 
-httpx2 and the other client libraries (`ADAPTERS`) are patched only once imported: one
-imported while the patches are on is patched as its import ends (`replay.adapters.on_import`), so
-that a session does not import httpx2, aiohttp and requests (some 120 ms) in a program that
-uses none of them. So is `ThreadPoolExecutor` (its module costs a few ms).
+httpx2 and the other client libraries (`ADAPTERS`) are patched only once imported (as the
+import ends: `replay.adapters.on_import`), so that a session does not import httpx2, aiohttp
+and requests (some 120 ms) where none is used; so is `ThreadPoolExecutor` (a few ms).
 """
 
 from __future__ import annotations
@@ -88,6 +87,8 @@ ADAPTERS: dict[str, str] = {
     "requests": "replay.adapters.requests",
     "httpcore": "replay.adapters.httpcore",  # used directly, without httpx
     "httpcore2": "replay.adapters.httpcore",
+    "urllib3": "replay.adapters.urllib3",  # used directly (requests routes its own first)
+    "http.client": "replay.adapters.httpclient",  # and so urllib.request
 }
 
 _guards: list[Router] = []

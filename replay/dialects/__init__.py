@@ -1,12 +1,16 @@
 """The LLM streaming dialects replay understands: tell them apart, check them, make them.
 
-    replay.dialects.detect(interaction)            # "responses", "chat", "anthropic", None...
+    replay.dialects.detect(interaction)            # "responses" | "chat" | "anthropic" |
+                                                   # "gemini" | "cohere" | "jsonrpc" | None
     replay.dialects.validate(interaction)          # [Violation(rule, message, index), ...]
     replay.dialects.closed_after_end(interaction)  # True: the client closed it after its end
     replay.dialects.responses.stream("Hi there")   # a synthetic Interaction, validated
 
 A stream is raw body bytes, an `Interaction`, a `Response`, or a sequence of events
-(`replay.framing.sse.Event` or `TimedEvent`). Rule names are `<dialect>.<rule>` or `stream.<rule>`
+(`replay.framing.sse.Event` or `TimedEvent`); a body that is a JSON array (Gemini without
+`alt=sse`) is read element by element. Which dialect it speaks is told by the shape of its
+events (`replay.dialects.detection`): a stream of no known dialect breaks none of their
+rules. Rule names are `<dialect>.<rule>` or `stream.<rule>`
 and stable; `RULES` lists them all, `SEVERITIES` says how much breaking each matters
 (`error`, `warning`, `note`). The validators know real providers: what a provider
 documents (an Azure content-filter preamble, re-encrypted reasoning, a stream recorded
@@ -17,19 +21,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Literal
 
-from replay.dialects import anthropic, chat, jsonrpc, responses
+from replay.dialects import anthropic, chat, cohere, gemini, jsonrpc, responses
 from replay.dialects.common import (
     EventLike,
     Parsed,
     StreamLike,
     ToolCall,
     Violation,
-    json_object,
     read,
     without_truncation,
 )
+from replay.dialects.detection import Dialect, detect_events
 from replay.dialects.rules import RULES, SEVERITIES, Severity
 from replay.errors import ConfigurationError
 from replay.model import Interaction, Response
@@ -45,52 +48,32 @@ __all__ = [
     "anthropic",
     "chat",
     "closed_after_end",
+    "cohere",
     "detect",
+    "gemini",
     "jsonrpc",
     "responses",
     "validate",
 ]
 
-Dialect = Literal["responses", "chat", "anthropic", "jsonrpc"]
-
 _CHECKS: dict[str, Callable[..., list[Violation]]] = {
     "responses": responses.check,
     "chat": chat.check,
     "anthropic": anthropic.check,
+    "gemini": gemini.check,
+    "cohere": cohere.check,
     "jsonrpc": jsonrpc.check,
-}
-_ANTHROPIC_TYPES = {
-    "message_start",
-    "message_delta",
-    "message_stop",
-    "content_block_start",
-    "content_block_delta",
-    "content_block_stop",
 }
 
 
 def detect(stream: StreamLike) -> Dialect | None:
-    """Which dialect `stream` speaks, from its first telling event; None if none fits."""
+    """Which dialect `stream` speaks, by the shape of its first telling events
+    (`replay.dialects.detection`); None when none fits, or two fit as well."""
     return _detect(read(stream).events)
 
 
 def _detect(events: Sequence[EventLike]) -> Dialect | None:
-    for event in events:
-        if event.data == "[DONE]":
-            return "chat"
-        data = json_object(event.data)
-        if data is None:
-            continue
-        if jsonrpc.is_message(data):
-            return "jsonrpc"
-        kind = data.get("type")
-        if isinstance(kind, str) and kind.startswith("response."):
-            return "responses"
-        if kind in _ANTHROPIC_TYPES:
-            return "anthropic"
-        if data.get("object") == "chat.completion.chunk":
-            return "chat"
-    return None
+    return detect_events(events)
 
 
 def validate(stream: StreamLike, dialect: Dialect | None = None) -> list[Violation]:
@@ -102,7 +85,8 @@ def validate(stream: StreamLike, dialect: Dialect | None = None) -> list[Violati
             is checked against the `stream.*` rules only.
 
     Raises:
-        ConfigurationError: `dialect` is not one of "responses", "chat", "anthropic".
+        ConfigurationError: `dialect` is not one of "responses", "chat", "anthropic",
+            "gemini", "cohere", "jsonrpc".
     """
     if dialect is not None and dialect not in _CHECKS:
         raise ConfigurationError(f"dialect must be one of {', '.join(_CHECKS)}, not {dialect!r}")
@@ -123,7 +107,8 @@ def validate(stream: StreamLike, dialect: Dialect | None = None) -> list[Violati
 
 def closed_after_end(stream: StreamLike) -> bool:
     """Whether the client closed `stream` (a recording) after its dialect's terminal event
-    (`[DONE]`, `response.completed` / `failed` / `incomplete`, `message_stop`): the stream is
+    (`[DONE]`, `response.completed` / `failed` / `incomplete`, `message_stop`, Cohere's
+    `message-end`, Gemini's chunk with its `finishReason`): the stream is
     complete, though its recording stopped there (`replay.engine.ends.CLOSED_AFTER_END`).
     A stream of no known dialect has no terminal event to tell: never."""
     response = stream.response if isinstance(stream, Interaction) else stream

@@ -15,7 +15,6 @@ wraps them in an `Interaction`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -24,9 +23,12 @@ from typing import Protocol, TypeAlias
 
 import attrs
 
+from replay import framing
+from replay.dialects.making import json_schema, stable_id, tokenize
 from replay.dialects.rules import Severity, severity_of
 from replay.engine.ends import CUT_NAME
 from replay.errors import ConfigurationError
+from replay.framing import jsonarray
 from replay.framing.decoding import decoded_chunks
 from replay.framing.sse import parse
 from replay.model import MAX_SECONDS, Chunk, Interaction, Request, Response, StreamEnd
@@ -58,7 +60,6 @@ __all__ = [
 ]
 
 _EOL = re.compile(r"\r\n?|\n")  # the SSE line terminators
-_TOKEN = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")  # a word or a punctuation run, with its space
 
 SMALL_GAP = 0.005  # seconds between bookkeeping events, as the APIs send them back to back
 CREATED = 1735722153  # the fixed Unix time every synthetic stream claims to be from
@@ -142,10 +143,11 @@ def read(stream: StreamLike) -> Parsed:
     if isinstance(stream, Interaction):
         stream = stream.response
     if isinstance(stream, (bytes, bytearray, memoryview)):
-        return _read_body(bytes(stream))
+        body = bytes(stream)
+        return _read_body(body, framing.sniff(body[: framing.SNIFF_BYTES]) == "json-array")
     if isinstance(stream, Response):
         body = b"".join(data for _, data in decoded_chunks(stream))
-        parsed = _read_body(body)
+        parsed = _read_body(body, framing.detect(stream) == "json-array")
         end = stream.end
         if end.error is not None or end.truncated:
             client_stop = end.error is None and end.stopped_by == "client" and not parsed.truncated
@@ -172,26 +174,35 @@ def _without_truncation(parsed: Parsed) -> tuple[Violation, ...]:
     return tuple(v for v in parsed.violations if v.rule != "stream.truncated")
 
 
-def _read_body(body: bytes) -> Parsed:
-    events = tuple(parse(body))
+def _read_body(body: bytes, array: bool = False) -> Parsed:
+    """Events and byte-level violations of a body: SSE, or a JSON array when `array`."""
+    cut = _array_cut(body) if array else None
+    events = tuple(jsonarray.parse(body) if array else parse(body))
     violations: list[Violation] = []
     text = body.decode("utf-8", errors="replace")
-    truncated = _ends_mid_event(text)
+    truncated = _ends_mid_event(text) if cut is None else bool(cut)
     try:
         body.decode("utf-8")
     except UnicodeDecodeError as error:
         # A character cut short by the end of a truncated body is part of the truncation.
         if not (truncated and error.end == len(body)):
             # The bad byte belongs to the event after those complete before it.
-            index = len(parse(body[: error.start]))
+            index = len((jsonarray.parse if array else parse)(body[: error.start]))
             message = f"byte {error.start} is not valid UTF-8 ({error.reason})"
             violations.append(
                 Violation("stream.utf8", message, index if index < len(events) else None)
             )
     if truncated:
-        message = "the stream ends inside an event (no blank line after its last field)"
+        message = cut or "the stream ends inside an event (no blank line after its last field)"
         violations.append(Violation("stream.truncated", message, None))
     return Parsed(events=events, violations=tuple(violations))
+
+
+def _array_cut(body: bytes) -> str:
+    """Why a JSON-array body is cut short ("" when its `]` closes it)."""
+    parser = jsonarray.JSONArrayParser()
+    parser.rows(body)
+    return "" if parser.complete else "the stream ends before the `]` that closes its JSON array"
 
 
 def _ends_mid_event(text: str) -> bool:
@@ -255,41 +266,6 @@ def adds_up(usage: Mapping[str, object], part: str, other: str, total: str) -> b
     return len(ints) == 3 and ints[0] + ints[1] == ints[2]
 
 
-def tokenize(text: str) -> list[str]:
-    """Cut `text` into word-ish pieces that join back to it ("Hello", " there", ",")."""
-    return _TOKEN.findall(text)
-
-
-def stable_id(prefix: str, *parts: object) -> str:
-    """A reproducible id: `prefix` and 24 hex digits of a hash of `parts`."""
-    digest = hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
-    return prefix + digest[:24]
-
-
-_JSON_TYPES: tuple[tuple[type, str], ...] = (
-    (bool, "boolean"),
-    (int, "integer"),
-    (float, "number"),
-    (str, "string"),
-    (list, "array"),
-    (dict, "object"),
-)
-
-
-def json_schema(arguments: Mapping[str, object]) -> dict[str, object]:
-    """A plausible JSON Schema for a function taking `arguments` (every field required)."""
-    properties = {
-        name: {"type": next((kind for cls, kind in _JSON_TYPES if isinstance(v, cls)), "null")}
-        for name, v in arguments.items()
-    }
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": list(arguments),
-        "additionalProperties": False,
-    }
-
-
 @attrs.frozen
 class Step:
     """One event of a synthetic stream before it is numbered, encoded and timed."""
@@ -339,12 +315,14 @@ def build(
     ttft: float,
     tokens_per_second: float,
     cut: bool = False,
+    content_type: str = "text/event-stream; charset=utf-8",
 ) -> Interaction:
     """Encode and time `steps` (one chunk each) and pair them with `request`.
 
     The first chunk arrives at `ttft`; a delta `1 / tokens_per_second` after its
     predecessor, any other event a few milliseconds after. With `cut`, only the first half
-    of the last event arrives and the body ends with a RemoteProtocolError.
+    of the last event arrives and the body ends with a RemoteProtocolError. The response
+    says `content_type` (SSE unless told).
     """
     check_timing(ttft, tokens_per_second)
     token_gap = 1 / tokens_per_second
@@ -368,7 +346,7 @@ def build(
         end = StreamEnd(round(at + small_gap, 6), error=CUT_NAME, message=CUT_MESSAGE)
     response = Response(
         status=200,
-        headers=[("content-type", "text/event-stream; charset=utf-8")],
+        headers=[("content-type", content_type)],
         headers_at=round(min(ttft, small_gap), 6),
         chunks=chunks,
         end=end,

@@ -9,8 +9,9 @@ JSON data (the `object` of a Chat Completions chunk, `[DONE]`), else the NDJSON 
 (`replay.framing.ndjson.event_name`). Its `kind` groups the types of every dialect in a few
 families, for people to tell apart at a glance (`replay report` colours them): a delta of `text`, of
 `reasoning`, or of a tool call's arguments (`tool`), as `replay.dialects.texts` reads them;
-an `item` (the Responses API's output items and content parts, Anthropic's content blocks);
-an `error`; the `terminal` event; `other` for the rest (lifecycle, usage, pings).
+an `item` (the Responses API's output items and content parts, Anthropic's and Cohere's
+content blocks); an `error`; the `terminal` event; `other` for the rest (lifecycle, usage,
+pings).
 """
 
 from __future__ import annotations
@@ -30,7 +31,14 @@ Kind = Literal["text", "reasoning", "tool", "item", "error", "terminal", "other"
 KINDS: tuple[Kind, ...] = ("text", "reasoning", "tool", "item", "error", "terminal", "other")
 """Every kind, in the order `replay report`'s legend shows them."""
 
-_TERMINAL = {"response.completed", "response.incomplete", "message_stop", "[DONE]", "done"}
+_TERMINAL = {
+    "response.completed",
+    "response.incomplete",
+    "message_stop",
+    "message-end",
+    "[DONE]",
+    "done",
+}
 _ERROR = {"error", "response.failed", "response.error"}
 _ITEM_PREFIXES = (
     "response.output_item.",
@@ -38,6 +46,11 @@ _ITEM_PREFIXES = (
     "response.reasoning_summary_part.",
     "content_block_start",
     "content_block_stop",
+    "content-start",
+    "content-end",
+    "tool-call-start",
+    "tool-call-end",
+    "citation-",
 )
 _ITEM_DONES = ("text.done", "arguments.done", "summary_text.done", "refusal.done")
 # What a delta that adds nothing `texts` reads adds to, by a word of its type: an empty text
@@ -136,19 +149,26 @@ def _text_family(text: str) -> Kind:
     return "text"
 
 
-_TOKEN_FIELDS = ("output_tokens", "completion_tokens")
+_TOKEN_FIELDS = ("output_tokens", "completion_tokens", "candidatesTokenCount")
+
+
+def _get(value: object, key: str) -> object:
+    return value.get(key) if isinstance(value, Mapping) else None
 
 
 def output_tokens(events: Sequence[EventLike]) -> int | None:
     """How many tokens the stream's usage says were generated, from the last event that says
     (`usage.output_tokens`, Chat Completions' `usage.completion_tokens`, a Responses terminal
-    event's `response.usage`, Ollama's `eval_count`); None when none says."""
+    event's `response.usage`, Cohere's `message-end` usage `tokens`, Gemini's `usageMetadata`
+    `candidatesTokenCount`, Ollama's `eval_count`); None when none says."""
     for event in reversed(events):
-        if "usage" not in event.data and "eval_count" not in event.data:
+        if "sage" not in event.data and "eval_count" not in event.data:
             continue
         payload = _payload(event.data)
         response = payload.get("response")
-        for usage in (payload.get("usage"), _usage_of(response), payload):
+        cohere = _get(_get(payload.get("delta"), "usage"), "tokens")
+        gemini = payload.get("usageMetadata")
+        for usage in (payload.get("usage"), _usage_of(response), cohere, gemini, payload):
             count = _count(usage)
             if count is not None:
                 return count

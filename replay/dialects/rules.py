@@ -123,6 +123,49 @@ _RULES: dict[str, tuple[Severity, str]] = {
     ),
     "anthropic.message-stop-last": ("warning", "message_stop comes once, and last"),
     "anthropic.error-last": ("warning", "an error event ends the stream"),
+    "gemini.json": ("error", "every event's data is a JSON object (no [DONE])"),
+    "gemini.candidates": (
+        "error",
+        "every chunk carries a list of candidate objects (a blocked prompt's promptFeedback "
+        "chunk, and a last chunk of usage only, aside)",
+    ),
+    "gemini.content": ("error", "a candidate's content is an object of role model"),
+    "gemini.parts": (
+        "error",
+        "a candidate's content has a list of parts, each carrying data (a text string, a "
+        "functionCall with its name and args, inlineData…)",
+    ),
+    "gemini.text-delta": (
+        "warning",
+        "each chunk's text is a delta: it does not repeat the text so far",
+    ),
+    "gemini.finish-reason": (
+        "warning",
+        "each candidate gets a finishReason on its last chunk, and nothing after it",
+    ),
+    "gemini.usage": ("warning", "the last chunk carries the usageMetadata"),
+    "gemini.usage-total": (
+        "note",
+        "usageMetadata totalTokenCount = prompt + candidates + thoughts + tool-use prompt counts",
+    ),
+    "gemini.model-constant": ("warning", "every chunk has the same modelVersion"),
+    "gemini.response-id": ("warning", "every chunk has the same responseId"),
+    "gemini.error-last": ("warning", "an in-band error chunk ends the stream"),
+    "cohere.json": ("error", "every event's data is a JSON object, except a last [DONE]"),
+    "cohere.event-type": ("error", "the `event:` name equals data.type"),
+    "cohere.message-start-first": ("error", "message-start comes first, and only first"),
+    "cohere.block-order": (
+        "error",
+        "content, tool-call and citation blocks start, fill and end at their index, one open "
+        "at a time, all closed before message-end",
+    ),
+    "cohere.tool-call-start": ("error", "each tool-call-start carries the call's id and name"),
+    "cohere.tool-arguments-json": ("warning", "each tool call's argument pieces join to JSON"),
+    "cohere.finish-reason": ("warning", "message-end carries a finish_reason"),
+    "cohere.message-end-last": (
+        "warning",
+        "message-end comes once, last (a [DONE] may follow it, and nothing after that)",
+    ),
 }
 
 RULES: dict[str, str] = {name: text for name, (_, text) in _RULES.items()}

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from replay.dialects import Dialect, ToolCall, anthropic, chat, responses
+from replay.dialects import ToolCall, anthropic, chat, cohere, gemini, responses
+from replay.dialects.detection import Dialect
 from replay.errors import ConfigurationError
 from replay.model import Interaction
 from replay.redact import deep_json
@@ -21,11 +22,17 @@ from replay.store.file import merge
 
 __all__ = ["DIALECTS", "FAILURES", "append", "synthesize", "tool_call"]
 
-DIALECTS: tuple[Dialect, ...] = ("responses", "chat", "anthropic")
+DIALECTS: tuple[Dialect, ...] = ("responses", "chat", "anthropic", "gemini", "cohere")
+"""The dialects `synthesize` builds (JSON-RPC's streams answer requests: none here)."""
 FAILURES: dict[str, tuple[str, ...]] = {
-    "responses": tuple(f for f in responses.FAILURES if f is not None),
-    "chat": tuple(f for f in chat.FAILURES if f is not None),
-    "anthropic": tuple(f for f in anthropic.FAILURES if f is not None),
+    name: tuple(f for f in module.FAILURES if f is not None)
+    for name, module in (
+        ("responses", responses),
+        ("chat", chat),
+        ("anthropic", anthropic),
+        ("gemini", gemini),
+        ("cohere", cohere),
+    )
 }
 """The failures each dialect's stream can end with (see each module's `FAILURES`)."""
 
@@ -64,11 +71,14 @@ def synthesize(
     model: str | None = None,
     prompt: str | None = None,
 ) -> Interaction:
-    """A synthetic stream of `dialect` ("responses", "chat" or "anthropic").
+    """A synthetic stream of `dialect` ("responses", "chat", "anthropic", "gemini" or
+    "cohere"; Gemini's in SSE, as google-genai asks for it: `replay.dialects.gemini.stream`
+    makes the JSON-array one).
 
     Args:
         text: what the assistant says.
-        reasoning: the reasoning before it (Anthropic: a signed thinking block).
+        reasoning: the reasoning before it (Anthropic: a signed thinking block; Gemini:
+            thought parts; Cohere: a thinking block).
         tool_calls: the calls made after the text (one at most, except in chat).
         usage: chat only: add the usage chunk (`stream_options.include_usage`); the other
             dialects always report usage.
@@ -96,17 +106,25 @@ def synthesize(
     common["failure"] = failure
     if model is not None:
         common["model"] = model
-    call = tool_calls[0] if tool_calls else None
-    if dialect == "responses":
-        if prompt is not None:
-            common["input"] = prompt
-        return responses.stream(text, reasoning=reasoning, tool_call=call, **common)
     if prompt is not None:
-        common["prompt"] = prompt
+        common["input" if dialect == "responses" else "prompt"] = prompt
     if dialect == "chat":
         if reasoning is not None:
             raise ConfigurationError("Chat Completions streams carry no reasoning")
         return chat.stream(text, tool_calls=tool_calls, include_usage=usage, **common)
+    return _one_call(dialect, text, reasoning, tool_calls[0] if tool_calls else None, common)
+
+
+def _one_call(
+    dialect: str, text: str, reasoning: str | None, call: ToolCall | None, common: dict[str, Any]
+) -> Interaction:
+    """A stream of a dialect that makes one tool call at most, each builder with its names."""
+    if dialect == "responses":
+        return responses.stream(text, reasoning=reasoning, tool_call=call, **common)
+    if dialect == "gemini":
+        return gemini.stream(text, thinking=reasoning, function_call=call, **common)
+    if dialect == "cohere":
+        return cohere.stream(text, thinking=reasoning, tool_call=call, **common)
     return anthropic.stream(text, thinking=reasoning, tool_use=call, **common)
 
 

@@ -5,8 +5,9 @@
     #  "tool call 0": 'get_weather({"city":"Paris"})'}
 
 Each dialect spreads the same few things over differently shaped deltas; this reads them
-back, Ollama's NDJSON lines (`message.content`, `response`, `thinking`) included. Nothing is
-validated here (that is `validate`): a malformed event is skipped.
+back (Gemini's thought parts as `reasoning`, Cohere's `tool plan`), Ollama's NDJSON lines
+(`message.content`, `response`, `thinking`) included. Nothing is validated here (that is
+`validate`): a malformed event is skipped.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from replay.dialects import detect
-from replay.dialects.common import StreamLike, json_object, read
+from replay.dialects.common import StreamLike, compact, json_object, read
 
 __all__ = ["additions_and_payloads", "event_additions", "event_pieces", "stream_texts"]
 
@@ -89,6 +90,10 @@ def _read_into(texts: _Texts, stream: StreamLike) -> Iterator[Mapping[str, objec
             texts.chat(payload)
         elif dialect == "anthropic":
             texts.anthropic(payload)
+        elif dialect == "gemini":
+            texts.gemini(payload)
+        elif dialect == "cohere":
+            texts.cohere(payload)
         elif "done" in payload:  # an NDJSON line of Ollama's
             texts.ollama(payload)
         yield payload
@@ -167,6 +172,33 @@ class _Texts:
             self.add(name, _get(delta, field))
         elif kind == "input_json_delta":
             self.call(index, piece=_get(delta, "partial_json"))
+
+    def gemini(self, payload: Mapping[str, object]) -> None:
+        candidates = payload.get("candidates")
+        for candidate in candidates if isinstance(candidates, list) else []:
+            number = _get(candidate, "index") or 0
+            suffix = "" if number == 0 else f" (candidate {number})"
+            parts = _get(_get(candidate, "content"), "parts")
+            for part in parts if isinstance(parts, list) else []:
+                thought = _get(part, "thought") is True
+                self.add(("reasoning" if thought else "text") + suffix, _get(part, "text"))
+                call = _get(part, "functionCall")
+                if isinstance(call, Mapping):  # a whole call in one part
+                    key = (number, len(self.calls))
+                    self.call(key, call.get("name"), compact(call.get("args") or {}))
+
+    def cohere(self, payload: Mapping[str, object]) -> None:
+        kind, index = payload.get("type"), payload.get("index")
+        message = _get(payload.get("delta"), "message")
+        content = _get(message, "content")
+        if kind == "content-delta":
+            self.add("text", _get(content, "text"))
+            self.add("thinking", _get(content, "thinking"))
+        elif kind == "tool-plan-delta":
+            self.add("tool plan", _get(message, "tool_plan"))
+        elif kind in ("tool-call-start", "tool-call-delta"):
+            function = _get(_get(message, "tool_calls"), "function")
+            self.call(index, _get(function, "name"), _get(function, "arguments") or None)
 
     def ollama(self, payload: Mapping[str, object]) -> None:
         message = payload.get("message")

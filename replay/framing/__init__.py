@@ -1,10 +1,14 @@
 """Whether a response is a stream, in which framing, and its timed events: decided here only.
 
-A framing is how a body is cut into events: `sse` (Server-Sent Events, `replay.framing.sse`) or
-`ndjson` (one JSON value per line, `replay.framing.ndjson`). `detect` asks the content type first;
-when it names neither framing (missing, as some recorders strip headers, or wrong), it looks
-at the start of the decoded body: SSE field lines that make an event, or lines that are each
-a JSON object (two at least, so that a one-line JSON answer is not a stream).
+A framing is how a body is cut into events: `sse` (Server-Sent Events, `replay.framing.sse`),
+`ndjson` (one JSON value per line, `replay.framing.ndjson`) or `json-array` (one JSON array
+whose objects arrive one after another, Gemini's `streamGenerateContent` without `alt=sse`:
+`replay.framing.jsonarray`). `detect` asks the content type first; when it names neither
+SSE nor NDJSON (missing, as some recorders strip headers, plain `application/json`, or
+wrong), it looks at the start of the decoded body: SSE field lines that make an event,
+lines that are each a JSON object (two at least, so that a one-line JSON answer is not a
+stream), or a `[` opening two objects at least (so that a JSON answer holding one object in
+an array is not a stream: a one-element Gemini array is read as a plain answer).
 
 `replay show`, `replay diff`, `Response.events()` and `replay.inspect.timing` all go through
 here, so they agree on what a stream is and how many events it has.
@@ -18,7 +22,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-from replay.framing import ndjson, sse
+from replay.framing import jsonarray, ndjson, sse
 from replay.framing.bulk import building
 from replay.framing.decoding import Body, decoded_chunks, encodings
 from replay.redact import deep_json
@@ -41,8 +45,8 @@ __all__ = [
     "sniff",
 ]
 
-Framing = Literal["sse", "ndjson"]
-Parser = sse.SSEParser | ndjson.NDJSONParser
+Framing = Literal["sse", "ndjson", "json-array"]
+Parser = sse.SSEParser | ndjson.NDJSONParser | jsonarray.JSONArrayParser
 
 #: Content types (without parameters, lowercase) that declare each framing.
 SSE_TYPES: frozenset[str] = frozenset({"text/event-stream"})
@@ -90,7 +94,7 @@ def detect(response: Body) -> Framing | None:
 
 
 def is_stream(response: Body) -> bool:
-    """Whether `response` is a stream of events (SSE or NDJSON); see `detect`."""
+    """Whether `response` is a stream of events (SSE, NDJSON or a JSON array); see `detect`."""
     return detect(response) is not None
 
 
@@ -114,6 +118,8 @@ def sniff(head: bytes) -> Framing | None:
     first = lines[0]
     if (first.startswith(":") or _SSE_FIELD.match(first)) and sse.parse(head):
         return "sse"
+    if first.startswith("[") and _array_of_objects(head):
+        return "json-array"
     complete = text.count("\n")  # lines after the last LF may be cut by SNIFF_BYTES
     if complete >= _NDJSON_LINES and all(map(_is_object, lines[:_NDJSON_LINES])):
         return "ndjson"
@@ -127,8 +133,18 @@ def _is_object(line: str) -> bool:
         return False
 
 
+def _array_of_objects(head: bytes) -> bool:
+    """Whether `head` opens a JSON array whose first two elements are objects."""
+    elements = jsonarray.parse(head)
+    return len(elements) >= _NDJSON_LINES and all(
+        _is_object(event.data) for event in elements[:_NDJSON_LINES]
+    )
+
+
 def parser(framing: Framing) -> Parser:
     """A new incremental parser for `framing`."""
+    if framing == "json-array":
+        return jsonarray.JSONArrayParser()
     return sse.SSEParser() if framing == "sse" else ndjson.NDJSONParser()
 
 
@@ -148,6 +164,9 @@ def events(response: Body, framing: Framing | None = None) -> list[TimedEvent]:
     # The body is read whole (`scan`), then each event is given the time of the chunk that
     # holds the line ending completing it: what a parser fed chunk by chunk would tell,
     # without a Python call per chunk.
+    if chosen == "json-array":
+        ends = jsonarray.byte_ends(pieces)
+        return _timed(jsonarray.scan(pieces), ends, times, response.end.at)
     module = sse if chosen == "sse" else ndjson
     return _timed(module.scan(pieces), module.line_ends(pieces), times, response.end.at)
 
@@ -159,7 +178,8 @@ def count(response: Body, framing: Framing | None = None) -> int:
         DecodingError: (a ValueError) as `events` raises it.
     """
     chosen = framing or detect(response) or "sse"
-    return len((sse if chosen == "sse" else ndjson).scan(_columns(response)[1]))
+    module = {"sse": sse, "ndjson": ndjson, "json-array": jsonarray}[chosen]
+    return len(module.scan(_columns(response)[1]))
 
 
 def _columns(response: Body) -> tuple[Sequence[float], Sequence[bytes]]:

@@ -1,11 +1,12 @@
 """`replay check`: validate every stream of some cassettes against its dialect's rules.
 
-A stream is an interaction whose response is SSE or NDJSON, decided as `replay show` decides
-it (`replay.framing`: the content type, else how the body starts). SSE streams are checked
-against their dialect; NDJSON streams (Ollama's) against the framing's own rules. The rules
-a stream breaks (see `replay.dialects.validate`) become one `Finding` per rule, however
-often it is broken: its severity, its first occurrence and how many there are, on one
-stable line:
+A stream is an interaction whose response is SSE, NDJSON or a JSON array, decided as `replay
+show` decides it (`replay.framing`: the content type, else how the body starts). SSE and
+JSON-array streams are checked against their dialect (none for a stream of no known dialect:
+then only truncation and UTF-8); NDJSON streams (Ollama's) against the framing's own
+rules. The rules a stream breaks (see `replay.dialects.validate`) become one `Finding` per
+rule, however often it is broken: its severity, its first occurrence and how many there
+are, on one stable line:
 
     PATH #INTERACTION event INDEX RULE: SEVERITY: message (N times)
 
@@ -48,8 +49,8 @@ UNDECODABLE = "stream.encoding"
 
 
 def is_stream(response: Response) -> bool:
-    """Whether `response` is a stream (SSE or NDJSON), as `replay show` decides it too: by
-    its content type, else by how its body starts (see `replay.framing.detect`)."""
+    """Whether `response` is a stream (SSE, NDJSON or a JSON array), as `replay show` decides
+    it too: by its content type, else by how its body starts (see `replay.framing.detect`)."""
     return framing.is_stream(response)
 
 

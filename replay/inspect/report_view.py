@@ -29,7 +29,7 @@ class StreamView:
         index: its index in that cassette.
         method, url: the request's; the URL redacted.
         status: the response's status.
-        framing: "sse", "ndjson", or None for a response that is not a stream.
+        framing: "sse", "ndjson", "json-array", or None for a response that is not a stream.
         dialect: `replay.dialects.detect`'s answer (None: none, or not a stream).
         events: the events (`replay.framing.events`).
         kinds: what each event is (`replay.dialects.kinds.event_kinds`).
@@ -92,7 +92,7 @@ def view(interaction: Interaction, index: int = 0, label: str = "") -> StreamVie
         url=_REDACTOR.url(request.url),
         status=response.status,
         framing=kind,
-        dialect=detect(events) if kind == "sse" else None,
+        dialect=detect(events) if kind in ("sse", "json-array") else None,
         events=tuple(events),
         kinds=tuple(event_kinds(events)),
         chunk_times=response.chunks.times,

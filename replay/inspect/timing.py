@@ -9,10 +9,12 @@
 
 Times are seconds since the request was sent, as recorded. The functions take a `Response`
 or an `Interaction`; a fault's `apply(response)` gives the timing a client sees under it.
-Events are those of the stream's framing (SSE, or NDJSON lines: `replay.framing`).
+Events are those of the stream's framing (SSE, NDJSON lines, or a JSON array's elements:
+`replay.framing`).
 "Token" events are the text deltas of the stream's dialect (`replay.dialects.detect`):
 `response.output_text.delta` (Responses API), a chunk with `choices[].delta.content` (Chat
-Completions), a `content_block_delta` of type `text_delta` (Anthropic Messages); in an
+Completions), a `content_block_delta` of type `text_delta` (Anthropic Messages), a chunk with a
+candidate's text part, thoughts aside (Gemini), a `content-delta` of text (Cohere v2); in an
 NDJSON stream of Ollama's, a line with `message.content` (`/api/chat`) or `response`
 (`/api/generate`) text. A stream of none of these has no token events: `ttft` then falls
 back to the first event.
@@ -122,6 +124,15 @@ def _tokens(events: Sequence[TimedEvent]) -> list[TimedEvent]:
     from replay import dialects  # only when asked: the dialects are heavier to import
 
     dialect = dialects.detect(events)
+    if dialect is not None and dialect not in _TOKEN_TESTS:  # as `texts` reads them
+        from replay.dialects.texts import event_additions
+
+        additions = event_additions(events)
+        return [
+            e
+            for e, (name, piece) in zip(events, additions, strict=True)
+            if name == "text" and piece
+        ]
     is_token = _is_ollama_delta if dialect is None else _TOKEN_TESTS[dialect]
     return [event for event in events if is_token(event)]
 
