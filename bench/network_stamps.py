@@ -4,7 +4,8 @@ An origin in a process of its own (a raw HTTP/1.1 server on 127.0.0.1) sends `EV
 events `GAP` apart, each carrying its own `time.monotonic()` send time (CLOCK_MONOTONIC is
 the machine's: the processes' readings compare). A client records the stream through
 `replay.RecordingTransport` (sync `httpx.Client`) or `replay.AsyncRecordingTransport`
-(`httpx.AsyncClient` on asyncio) and, in the "GIL held" rows, holds its GIL for `HOLD`
+(`httpx.AsyncClient` on asyncio), or `replay.use_cassette` (a `requests.Session`, an
+`aiohttp.ClientSession` on asyncio) and, in the "GIL held" rows, holds its GIL for `HOLD`
 seconds of CPU time (up to twice that: calibrated by doubling) right after the first chunk:
 a backtracking `re.match`, a C call that never lets go, as pydantic building its schemas
 does. The figure is the stamp error: the largest
@@ -125,6 +126,47 @@ def record_sync(url: str, hold: Callable[[], object] | None) -> float:
     return stamp_error(cassette)
 
 
+def record_requests(url: str, hold: Callable[[], object] | None) -> float:
+    """A `requests.Session` recorded through `replay.use_cassette` (the adapter's twin)."""
+    import requests
+
+    def get(session: requests.Session) -> None:
+        with session.get(url, stream=True) as response:
+            for number, _ in enumerate(response.raw.stream(None)):
+                if number == 0 and hold is not None:
+                    hold()
+
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        requests.Session() as session,
+        replay.use_cassette(Path(folder) / "c.msgpack", record_mode="all") as cassette,
+    ):
+        get(session)
+    return stamp_error(cassette)
+
+
+def record_aiohttp(url: str, hold: Callable[[], object] | None) -> float:
+    """An `aiohttp.ClientSession` recorded through `replay.use_cassette`."""
+    import asyncio
+
+    import aiohttp
+
+    async def main() -> None:
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            number = 0
+            async for _ in response.content.iter_chunks():
+                if number == 0 and hold is not None:
+                    hold()
+                number += 1
+
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        replay.use_cassette(Path(folder) / "c.msgpack", record_mode="all") as cassette,
+    ):
+        asyncio.run(main())
+    return stamp_error(cassette)
+
+
 def record_async(url: str, hold: Callable[[], object] | None) -> float:
     cassette = replay.Cassette()
 
@@ -156,7 +198,12 @@ def stamper(on: bool) -> Iterator[None]:
             os.environ["REPLAY_STAMPER"] = before
 
 
-CLIENTS = {"sync httpx.Client": record_sync, "httpx.AsyncClient (asyncio)": record_async}
+CLIENTS = {
+    "sync httpx.Client": record_sync,
+    "httpx.AsyncClient (asyncio)": record_async,
+    "requests.Session": record_requests,
+    "aiohttp.ClientSession": record_aiohttp,
+}
 SOURCES = {"stamper (replay)": True, "reader (REPLAY_STAMPER=off)": False}
 
 

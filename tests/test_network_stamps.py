@@ -5,12 +5,13 @@ SSE event (CLOCK_MONOTONIC is the machine's: the two processes' readings compare
 holds its GIL (a backtracking `re.match`, a C call that never lets go) for some 250 ms right
 after the first chunk, while the rest of the stream arrives; the recorded gaps must still be
 the origin's, within 5 ms: the stamper process read the connection meanwhile
-(`replay.adapters.stamper`). httpx and httpx2, sync, asyncio and trio, plain HTTP and TLS (a
-self-signed certificate made here).
+(`replay.adapters.stamper`). httpx and httpx2, sync, asyncio and trio; requests; aiohttp;
+plain HTTP and TLS (a self-signed certificate made here).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import ipaddress
 import json
@@ -26,10 +27,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import anyio
 import httpx
 import httpx2
 import pytest
+import requests
+import urllib3
 from commands import replay_text
 
 import replay
@@ -131,8 +135,8 @@ def _certificate(folder: Path) -> tuple[Path, Path]:
 class Served:
     """The origin process: its URL, and the client's SSL context for it."""
 
-    def __init__(self, url: str, context: ssl.SSLContext | None) -> None:
-        self.url, self.context = url, context
+    def __init__(self, url: str, context: ssl.SSLContext | None, cafile: str = "") -> None:
+        self.url, self.context, self.cafile = url, context, cafile
 
 
 def _origin(folder: Path, tls: bool, chunks: list[str] | None = None) -> Iterator[Served]:
@@ -152,7 +156,8 @@ def _origin(folder: Path, tls: bool, chunks: list[str] | None = None) -> Iterato
         assert process.stdout is not None
         port = int(process.stdout.readline())
         scheme = "https" if tls else "http"
-        yield Served(f"{scheme}://127.0.0.1:{port}/stream", context)
+        cafile = str(folder / "cert.pem") if tls else ""
+        yield Served(f"{scheme}://127.0.0.1:{port}/stream", context, cafile)
     finally:
         process.kill()
         process.wait()
@@ -196,7 +201,10 @@ def _check(cassette: Cassette, read_at: list[float]) -> None:
     """The recorded gaps are the origin's send gaps (within `TOLERANCE`), and the client
     really was held up between its first and second chunk."""
     [interaction] = read_interactions(dumps(cassette.interactions))
-    response = interaction.response
+    _check_response(interaction.response, read_at)
+
+
+def _check_response(response: Response, read_at: list[float]) -> None:
     assert response.times == "network"
     sent = _sent(response)
     assert len(sent) == EVENTS
@@ -243,6 +251,93 @@ def test_async_recording_keeps_the_network_gaps_while_the_client_holds_the_gil(
     _check(cassette, read_at)
 
 
+def _requests_get(
+    session: requests.Session, served: Served, hold: Any, read_at: list[float]
+) -> None:
+    verify: Any = True
+    if served.context is not None:
+        verify = served.cafile
+    with session.get(served.url, stream=True, verify=verify) as response:
+        for _ in response.raw.stream(None):
+            read_at.append(time.monotonic())
+            if len(read_at) == 1:
+                hold()
+
+
+def test_requests_recording_keeps_the_network_gaps_while_the_client_holds_the_gil(
+    served: Served, hold: Any, tmp_path: Path
+) -> None:
+    read_at: list[float] = []
+    path = tmp_path / "c.msgpack"
+    with replay.use_cassette(path, record_mode="all") as cassette, requests.Session() as session:
+        _requests_get(session, served, hold, read_at)
+        _requests_get(session, served, lambda: None, [])  # (a second one: stamped too)
+    first, second = read_interactions(dumps(cassette.interactions))
+    assert second.response.times == "network"
+    _check_response(first.response, read_at)
+
+
+async def _aiohttp_get(
+    session: aiohttp.ClientSession, served: Served, hold: Any, read_at: list[float]
+) -> None:
+    async with session.get(served.url, ssl=served.context or True) as response:
+        async for _ in response.content.iter_any():
+            read_at.append(time.monotonic())
+            if len(read_at) == 1:
+                hold()
+
+
+def test_aiohttp_recording_keeps_the_network_gaps_while_the_client_holds_the_gil(
+    served: Served, hold: Any, tmp_path: Path
+) -> None:
+    read_at: list[float] = []
+
+    async def main() -> None:
+        async with aiohttp.ClientSession() as session:
+            await _aiohttp_get(session, served, hold, read_at)
+            await _aiohttp_get(session, served, lambda: None, [])  # (stamped too)
+
+    with replay.use_cassette(tmp_path / "c.msgpack", record_mode="all") as cassette:
+        asyncio.run(main())
+    first, second = read_interactions(dumps(cassette.interactions))
+    assert second.response.times == "network"
+    _check_response(first.response, read_at)
+
+
+# aiohttp read as before is aiohttp's own, unchanged: its fallbacks are tried over plain HTTP
+# only (over TLS, a connection aiohttp closes waits for the origin's end, which a loaded
+# machine may deliver after the event loop closed: a ResourceWarning).
+
+
+class _OwnPoolManager(urllib3.PoolManager):
+    """A pool manager of the user's own kind: its connections are read as before."""
+
+
+class _OwnConnector(aiohttp.TCPConnector):
+    """A connector of the user's own kind: its connections are read as before."""
+
+
+def test_requests_and_aiohttp_connections_replay_cannot_copy_say_the_reader_took_the_times(
+    served: Served, tmp_path: Path
+) -> None:
+    async def main() -> None:
+        async with aiohttp.ClientSession(connector=_OwnConnector()) as session:
+            await _aiohttp_get(session, served, lambda: None, [])
+
+    with replay.use_cassette(tmp_path / "c.msgpack", record_mode="all") as cassette:
+        with requests.Session() as session:
+            adapter = requests.adapters.HTTPAdapter()
+            adapter.poolmanager = _OwnPoolManager()
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+            _requests_get(session, served, lambda: None, [])
+        if served.context is None:  # (aiohttp's own TLS: see above `_OwnPoolManager`)
+            asyncio.run(main())
+    kept = read_interactions(dumps(cassette.interactions))
+    assert {i.response.times for i in kept} == {"reader"}
+    assert all(i.response.body.count(b": sent ") == EVENTS for i in kept)
+
+
 def test_a_patched_client_in_a_session_records_the_network_times(
     served: Served, hold: Any, tmp_path: Path
 ) -> None:
@@ -271,6 +366,25 @@ def test_without_a_stamper_the_cassette_says_the_reader_took_the_times(
         assert client.get(served.url).content.count(b": sent ") == EVENTS
     [interaction] = read_interactions(dumps(cassette.interactions))
     assert interaction.response.times == "reader"
+
+
+def test_without_a_stamper_requests_and_aiohttp_recordings_say_the_reader_took_the_times(
+    served: Served, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("REPLAY_STAMPER", "off")
+
+    async def main() -> None:
+        async with aiohttp.ClientSession() as session:
+            await _aiohttp_get(session, served, lambda: None, [])
+
+    with replay.use_cassette(tmp_path / "c.msgpack", record_mode="all") as cassette:
+        with requests.Session() as session:
+            _requests_get(session, served, lambda: None, [])
+        if served.context is None:  # (aiohttp's own TLS: see above `_OwnPoolManager`)
+            asyncio.run(main())
+    kept = read_interactions(dumps(cassette.interactions))
+    assert {i.response.times for i in kept} == {"reader"}
+    assert all(i.response.body.count(b": sent ") == EVENTS for i in kept)
 
 
 def _record_one(url: str, context: ssl.SSLContext | None) -> str | None:
@@ -364,3 +478,42 @@ def test_where_the_times_came_from_is_kept_and_checked_by_the_file() -> None:
     assert b"times" not in one(None)  # as files before it: nothing said
     with pytest.raises(LoadError, match=r"times: 'bogus!!' is not one of 'network', 'reader'"):
         read_interactions(one("network").replace(b"\xa7network", b"\xa7bogus!!"))
+
+
+def test_connections_kept_alive_stay_stamped_and_clients_go_on_using_them(tmp_path: Path) -> None:
+    """aiohttp: a pooled connection a recorded request takes is read by the stamper from
+    then on, and serves the requests after the session. requests: recordings go through the
+    adapter's twin (its own connections, reused from one recording to the next), and the
+    adapter's pool serves the requests before and after."""
+    from replay.testing import Origin
+    from replay.testing.origin import Script
+
+    chunks = [(0.005, b"data: %d\n\n" % n) for n in range(3)]
+    body = b"".join(data for _delay, data in chunks)
+    with Origin({"/s": Script(chunks=chunks), "/g": Script(chunks=chunks, gzip=True)}) as origin:
+
+        async def three(session: aiohttp.ClientSession) -> None:
+            for path in ("/s", "/g", "/s"):
+                async with session.get(origin.url + path) as response:
+                    assert await response.read() == body
+
+        async def main() -> list[Interaction]:
+            async with aiohttp.ClientSession() as session:
+                await three(session)  # live: the connection in the pool is asyncio's own
+                with replay.use_cassette(tmp_path / "a.msgpack", record_mode="all") as cassette:
+                    await three(session)
+                await three(session)  # live again, over the stamped connection
+            return list(cassette.interactions)
+
+        recorded = asyncio.run(main())
+        assert len({seen.client_port for seen in origin.requests}) == 1  # one connection
+        with requests.Session() as session:
+            assert session.get(origin.url + "/s").content == body
+            with replay.use_cassette(tmp_path / "r.msgpack", record_mode="all") as cassette:
+                for path in ("/s", "/g", "/s"):
+                    assert session.get(origin.url + path).content == body
+            assert session.get(origin.url + "/s").content == body
+        recorded += cassette.interactions
+        ports = [seen.client_port for seen in origin.requests[9:]]
+        assert ports[0] == ports[-1] != ports[1] == ports[2] == ports[3]  # the twin's: its own
+    assert [i.response.times for i in recorded] == ["network"] * 6

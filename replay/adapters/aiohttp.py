@@ -39,6 +39,7 @@ from yarl import URL
 
 from replay.adapters import routes as _routes
 from replay.adapters.aiohttp_record import record, unchecked
+from replay.adapters.aiohttp_stamped import connect_patch
 from replay.adapters.network import refuse_unless_reachable
 from replay.engine.ends import EndKind, error_kind
 from replay.engine.exchange import Desk, Live, Record, route
@@ -88,7 +89,7 @@ def patches() -> list[tuple[type, str, Any]]:
             return await original(self, method, str_or_url, **kwargs)
         return await _handle(session, self, original, method, str_or_url, kwargs)
 
-    return [(aiohttp.ClientSession, "_request", _request)]
+    return [(aiohttp.ClientSession, "_request", _request), connect_patch()]
 
 
 def _full_url(client: aiohttp.ClientSession, target: Any) -> str:

@@ -241,4 +241,5 @@ def stamp_of(upstream: Any) -> float | None:
     read (on `time.monotonic()`); None when its connection is not stamped."""
     extensions = getattr(upstream, "extensions", None)
     stream = extensions.get("network_stream") if isinstance(extensions, dict) else None
-    return stream.stamp if isinstance(stream, StampedStream) else None
+    stamp = getattr(stream, "stamp", None)  # (a `StampedStream`, or another client's kind)
+    return stamp if isinstance(stamp, float) else None

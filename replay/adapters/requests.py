@@ -9,10 +9,11 @@ end raised as urllib3 raises it (`ProtocolError`, which requests turns into
 `ChunkedEncodingError`; `ReadTimeoutError`).
 
 Replaying, the body is the engine's (`replay.engine.playing`). Recording, the real send
-streams and a `replay.adapters.reader.ThreadReader` reads the still-encoded body as it arrives (each
-HTTP chunk whole), stamping it; the client's `raw` takes what the thread queued. Errors are
-recorded under httpx's names (the cassette's vocabulary: `replay.engine.ends`); the client
-gets urllib3's.
+streams (through the adapter's twin whose connections the stamper reads:
+`replay.adapters.stamped_urllib3`) and a `replay.adapters.reader.ThreadReader` reads the
+still-encoded body as it arrives (each HTTP chunk whole), stamped with the network arrival
+that completed it; the client's `raw` takes what the thread queued. Errors are recorded under
+httpx's names (the cassette's vocabulary: `replay.engine.ends`); the client gets urllib3's.
 """
 
 from __future__ import annotations
@@ -29,8 +30,15 @@ from urllib3._collections import HTTPHeaderDict  # (urllib3 1.x has it there too
 from urllib3.exceptions import DecodeError, ProtocolError, ReadTimeoutError
 
 from replay.adapters import routes
+from replay.adapters.netbackend import stamp_of
 from replay.adapters.network import refuse_unless_reachable
 from replay.adapters.reader import ThreadReader
+from replay.adapters.stamped_urllib3 import (
+    StampedSocket,
+    close_twin,
+    stamp_of_connection,
+    twin_adapter,
+)
 from replay.engine.ends import EndKind, error_kind
 from replay.engine.exchange import Exchange, Record, Replay, route
 from replay.engine.feed import SyncFeed
@@ -49,7 +57,8 @@ Source = Callable[[], bytes | None]
 
 
 def patches() -> list[tuple[type, str, Any]]:
-    """The patch of `HTTPAdapter.send` (see `replay.adapters`)."""
+    """The patches of `HTTPAdapter.send` (see `replay.adapters`) and `close` (its twin's
+    connections closed too)."""
     from requests.adapters import HTTPAdapter
 
     unguarded = HTTPAdapter.send
@@ -75,8 +84,9 @@ def patches() -> list[tuple[type, str, Any]]:
             body=_read_body(request),
         )
         decided = way.decide(asked)
-        if isinstance(decided, Record):
-            real = functools.partial(original, self, request, True, timeout, *args, **kw)
+        if isinstance(decided, Record):  # (through the twin whose sockets the stamper reads)
+            adapter = twin_adapter(self)
+            real = functools.partial(original, adapter, request, True, timeout, *args, **kw)
             response = _record(decided, real)
         else:
             response = self.build_response(request, _replayed(decided, request, timeout))
@@ -84,7 +94,13 @@ def patches() -> list[tuple[type, str, Any]]:
             response.content  # noqa: B018 (the whole body read now, as requests' sessions do)
         return response
 
-    return [(HTTPAdapter, "send", send)]
+    original_close = HTTPAdapter.close
+
+    def close(self: Any) -> None:
+        original_close(self)
+        close_twin(self)  # (the connections its recordings opened)
+
+    return [(HTTPAdapter, "send", send), (HTTPAdapter, "close", close)]
 
 
 def _text(value: str | bytes) -> str:
@@ -288,8 +304,9 @@ def _record(record: Record, send: Callable[[], Any]) -> Any:
         response = record.sent(send)
     upstream = response.raw
     headers = list(upstream.headers.iteritems())
-    recording.got_headers(upstream.status, headers)
-    feed = SyncFeed(ThreadReader(recording, _Upstream(upstream)))
+    source = _Upstream(upstream)
+    recording.got_headers(upstream.status, headers, stamp_of(source))
+    feed = SyncFeed(ThreadReader(recording, source))
     response.raw = _Raw(upstream.status, headers, _queued(feed), feed.close, upstream.reason)
     return response
 
@@ -307,8 +324,12 @@ class _Upstream:
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
-        sock = getattr(getattr(raw, "connection", None), "sock", None)
-        self.extensions: dict[str, Any] = {} if sock is None else {"network_stream": _Socket(sock)}
+        connection = getattr(raw, "connection", None)
+        stamped = stamp_of_connection(connection)  # (read by the stamper: its arrivals' times)
+        sock = getattr(connection, "sock", None) if stamped is None else stamped.sock
+        self.extensions: dict[str, Any] = {}
+        if sock is not None:
+            self.extensions["network_stream"] = _Socket(sock, stamped)
         if getattr(raw, "version", 11) not in (10, 11):
             self.extensions["http_version"] = b"HTTP/2"  # its socket is not this body's alone
 
@@ -331,10 +352,16 @@ class _Upstream:
 
 
 class _Socket:
-    """What `replay.adapters.httpmod.interrupt` asks a network stream for: its socket."""
+    """What `replay.adapters.httpmod.interrupt` asks a network stream for: its socket; and
+    what `stamp_of` asks: the time of the arrival last read (None: not stamped)."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, stamped: StampedSocket | None) -> None:
         self.sock = sock
+        self._stamped = stamped
+
+    @property
+    def stamp(self) -> float | None:
+        return None if self._stamped is None else self._stamped.stamp
 
     def get_extra_info(self, name: str) -> Any:
         return self.sock if name == "socket" else None

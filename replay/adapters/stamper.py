@@ -30,6 +30,8 @@ import threading
 from pathlib import Path
 from typing import Final
 
+from replay.adapters.stamper_child import OPTION as TIMESTAMP_OPTION
+
 __all__ = ["Arrivals", "attach", "available", "pid"]
 
 #: A frame's head, as the stamper writes it: the arrival's time, its byte count, its kind.
@@ -63,27 +65,59 @@ class Arrivals:
         """
         if self._over:
             return b""
-        buffer = self._buffer
         while True:
-            if len(buffer) >= _FRAME.size:
-                stamp, size, kind = _FRAME.unpack_from(buffer)
-                length = _FRAME.size + (size if kind == _DATA else 0)
-                if len(buffer) >= length:
-                    data = bytes(buffer[_FRAME.size : length])
-                    del buffer[:length]
-                    self.stamp = stamp
-                    if kind == _DATA:
-                        return data
-                    self._over = True
-                    if kind == _ERROR:
-                        raise OSError(size, os.strerror(size))
-                    return b""
+            data = self._parsed()
+            if data is not None:
+                return data
             self._channel.settimeout(timeout)
-            received = self._channel.recv(1 << 18)
-            if not received:  # the stamper is gone: the stream cannot go on
-                self._over = True
-                raise ConnectionResetError("the stamper process stopped")
-            buffer += received
+            self._received(self._channel.recv(1 << 18))
+
+    def ready(self) -> bytes | None:
+        """The next arrival if it is there already (b"": the end), else None; never waits.
+
+        Raises:
+            OSError: as `next`.
+        """
+        while not self._over:
+            data = self._parsed()
+            if data is not None:
+                return data
+            self._channel.settimeout(0)
+            try:
+                received = self._channel.recv(1 << 18)
+            except (BlockingIOError, InterruptedError):
+                return None
+            self._received(received)
+        return b""
+
+    def fileno(self) -> int:
+        """The channel's descriptor: readable when an arrival (or the end) is on its way."""
+        return self._channel.fileno()
+
+    def _parsed(self) -> bytes | None:
+        """The next whole frame's bytes (b"": the end), or None until one is whole."""
+        buffer = self._buffer
+        if len(buffer) < _FRAME.size:
+            return None
+        stamp, size, kind = _FRAME.unpack_from(buffer)
+        length = _FRAME.size + (size if kind == _DATA else 0)
+        if len(buffer) < length:
+            return None
+        data = bytes(buffer[_FRAME.size : length])
+        del buffer[:length]
+        self.stamp = stamp
+        if kind == _DATA:
+            return data
+        self._over = True
+        if kind == _ERROR:
+            raise OSError(size, os.strerror(size))
+        return b""
+
+    def _received(self, received: bytes) -> None:
+        if not received:  # the stamper is gone: the stream cannot go on
+            self._over = True
+            raise ConnectionResetError("the stamper process stopped")
+        self._buffer += received
 
     def pending(self) -> bool:
         """Whether an arrival (or the end) is there to take without waiting."""
@@ -136,6 +170,11 @@ class _Process:
             raise OSError("the stamper process did not start")
 
     def attach(self, sock: socket.socket) -> Arrivals:
+        # The kernel stamps what arrives from now on, before the stamper has even taken the
+        # socket (a busy machine may run it a few milliseconds later: a response arriving
+        # meanwhile would have no stamp, and get the time the stamper read it).
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, TIMESTAMP_OPTION, 1)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             fds = array.array("i", [sock.fileno(), theirs.fileno()])

@@ -40,6 +40,22 @@ SCALE = 1e-9 if LINUX else 1e-6
 SPACE = socket.CMSG_SPACE(STAMP.size)
 
 
+def offset() -> float:
+    """`time.time() - time.monotonic()` now: read between two readings of the monotonic
+    clock, the closest of a few tries (this process may be preempted between two calls on a
+    busy machine: the offset would be off by that long)."""
+    best, found = float("inf"), 0.0
+    for _ in range(4):
+        before = time.monotonic()
+        real = time.time()
+        after = time.monotonic()
+        if after - before < best:
+            best, found = after - before, real - (before + after) / 2
+        if best < 50e-6:
+            break
+    return found
+
+
 def monotonic_of(ancillary: list[tuple[int, int, bytes]]) -> float:
     """The arrival's time on `time.monotonic()`: the kernel's stamp (on CLOCK_REALTIME)
     carried over by the two clocks' offset read now; now itself without a stamp."""
@@ -47,7 +63,7 @@ def monotonic_of(ancillary: list[tuple[int, int, bytes]]) -> float:
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == OPTION and len(data) >= STAMP.size:
             seconds, fraction = STAMP.unpack_from(data)
-            stamp: float = mono - (time.time() - (seconds + fraction * SCALE))
+            stamp: float = seconds + fraction * SCALE - offset()
             return min(stamp, mono)
     return mono
 
@@ -184,8 +200,19 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is the parent's
     control = socket.socket(fileno=int(sys.argv[1]))
     control.setblocking(True)
+    # The kernel stamps arrivals while an inet socket asks for it (turning it on is
+    # deferred there: the first segments after would have no stamp): this one asks, for
+    # as long as the stamper runs.
+    keep = None
+    with contextlib.suppress(OSError):
+        keep = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        keep.setsockopt(socket.SOL_SOCKET, OPTION, 1)
     control.sendall(b"+")  # started
-    Stamper(control).run()
+    try:
+        Stamper(control).run()
+    finally:
+        if keep is not None:
+            keep.close()
 
 
 if __name__ == "__main__":
