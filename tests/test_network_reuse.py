@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import http.client
 import os
 import socket
@@ -17,7 +16,6 @@ import ssl
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from ipaddress import ip_address
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -28,6 +26,7 @@ import pytest
 import requests
 import urllib3
 import urllib3.exceptions
+from certs import self_signed
 
 import replay
 from replay.testing import Origin
@@ -256,45 +255,10 @@ def test_the_send_patches_come_off_with_the_last_block() -> None:
         assert name not in socket.socket.__dict__  # the C methods again: no cost
 
 
-def _self_signed(directory: Path) -> Path:
-    """A certificate and its key for 127.0.0.1, in one PEM file."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ip_address("127.0.0.1"))]), False
-        )
-        .sign(key, hashes.SHA256())
-    )
-    pem = directory / "cert.pem"
-    pem.write_bytes(
-        certificate.public_bytes(serialization.Encoding.PEM)
-        + key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return pem
-
-
 def test_an_ssl_socket_connected_before_the_block_cannot_send(tmp_path: Path) -> None:
-    pem = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server_context.load_cert_chain(pem)
+    server_context.load_cert_chain(cert, key)
     received: list[bytes] = []
     with socket.create_server(("127.0.0.1", 0)) as listener:
 
@@ -305,7 +269,7 @@ def test_an_ssl_socket_connected_before_the_block_cannot_send(tmp_path: Path) ->
 
         server = threading.Thread(target=serve, daemon=True)
         server.start()
-        client_context = ssl.create_default_context(cafile=str(pem))
+        client_context = ssl.create_default_context(cafile=str(cert))
         with client_context.wrap_socket(
             socket.create_connection(listener.getsockname(), timeout=10),
             server_hostname="127.0.0.1",
