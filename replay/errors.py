@@ -37,6 +37,7 @@ __all__ = [
     "DecodedTooLargeError",
     "DecoderMissingError",
     "DecodingError",
+    "EventStreamError",
     "KeyInResponseWarning",
     "LibraryAdvice",
     "NetworkBlockedError",
@@ -267,6 +268,11 @@ class DecodingError(ReplayError, ValueError):
         self.encoding = encoding
         self.problem = problem
         super().__init__(f"cannot decode a body with content-encoding {encoding!r}: {problem}")
+
+
+class EventStreamError(ReplayError, ValueError):
+    """An AWS event stream (`application/vnd.amazon.eventstream`) whose bytes are damaged:
+    a CRC that does not match, or a length no message can have."""
 
 
 class DecoderMissingError(DecodingError):

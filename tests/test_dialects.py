@@ -560,7 +560,8 @@ def test_every_rule_has_a_corruption() -> None:
     # NDJSON's rules are not about server-sent events: tests/test_check.py covers them;
     # Gemini's and Cohere's corruptions are in tests/test_gemini.py and test_dialects_cohere.py;
     # JSON-RPC's need the request too: tests/test_mcp.py.
-    skipped = ("ndjson.", "gemini.", "cohere.", "jsonrpc.")
+    # Converse's (and damaged event streams) are in tests/test_bedrock.py.
+    skipped = ("ndjson.", "gemini.", "cohere.", "jsonrpc.", "converse.", "stream.eventstream")
     sse_rules = {rule for rule in RULES if not rule.startswith(skipped)}
     assert {rule for _, _, rule in CORRUPTIONS} == sse_rules
 

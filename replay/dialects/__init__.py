@@ -1,14 +1,16 @@
 """The LLM streaming dialects replay understands: tell them apart, check them, make them.
 
     replay.dialects.detect(interaction)            # "responses" | "chat" | "anthropic" |
-                                                   # "gemini" | "cohere" | "jsonrpc" | None
+                                                   # "gemini" | "cohere" | "jsonrpc" |
+                                                   # "converse" | None
     replay.dialects.validate(interaction)          # [Violation(rule, message, index), ...]
     replay.dialects.closed_after_end(interaction)  # True: the client closed it after its end
     replay.dialects.responses.stream("Hi there")   # a synthetic Interaction, validated
 
 A stream is raw body bytes, an `Interaction`, a `Response`, or a sequence of events
 (`replay.framing.sse.Event` or `TimedEvent`); a body that is a JSON array (Gemini without
-`alt=sse`) is read element by element. Which dialect it speaks is told by the shape of its
+`alt=sse`) is read element by element, an AWS event stream (Bedrock)
+message by message. Which dialect it speaks is told by the shape of its
 events (`replay.dialects.detection`): a stream of no known dialect breaks none of their
 rules. Rule names are `<dialect>.<rule>` or `stream.<rule>`
 and stable; `RULES` lists them all, `SEVERITIES` says how much breaking each matters
@@ -22,7 +24,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-from replay.dialects import anthropic, chat, cohere, gemini, jsonrpc, responses
+from replay.dialects import anthropic, chat, cohere, converse, gemini, jsonrpc, responses
 from replay.dialects.common import (
     EventLike,
     Parsed,
@@ -49,6 +51,7 @@ __all__ = [
     "chat",
     "closed_after_end",
     "cohere",
+    "converse",
     "detect",
     "gemini",
     "jsonrpc",
@@ -63,6 +66,7 @@ _CHECKS: dict[str, Callable[..., list[Violation]]] = {
     "gemini": gemini.check,
     "cohere": cohere.check,
     "jsonrpc": jsonrpc.check,
+    "converse": converse.check,
 }
 
 
@@ -86,7 +90,7 @@ def validate(stream: StreamLike, dialect: Dialect | None = None) -> list[Violati
 
     Raises:
         ConfigurationError: `dialect` is not one of "responses", "chat", "anthropic",
-            "gemini", "cohere", "jsonrpc".
+            "gemini", "cohere", "jsonrpc", "converse".
     """
     if dialect is not None and dialect not in _CHECKS:
         raise ConfigurationError(f"dialect must be one of {', '.join(_CHECKS)}, not {dialect!r}")
@@ -108,7 +112,7 @@ def validate(stream: StreamLike, dialect: Dialect | None = None) -> list[Violati
 def closed_after_end(stream: StreamLike) -> bool:
     """Whether the client closed `stream` (a recording) after its dialect's terminal event
     (`[DONE]`, `response.completed` / `failed` / `incomplete`, `message_stop`, Cohere's
-    `message-end`, Gemini's chunk with its `finishReason`): the stream is
+    `message-end`, Gemini's chunk with its `finishReason`, Converse's `metadata`): the stream is
     complete, though its recording stopped there (`replay.engine.ends.CLOSED_AFTER_END`).
     A stream of no known dialect has no terminal event to tell: never."""
     response = stream.response if isinstance(stream, Interaction) else stream

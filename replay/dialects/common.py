@@ -28,7 +28,7 @@ from replay.dialects.making import json_schema, stable_id, tokenize
 from replay.dialects.rules import Severity, severity_of
 from replay.engine.ends import CUT_NAME
 from replay.errors import ConfigurationError
-from replay.framing import jsonarray
+from replay.framing import eventstream, jsonarray
 from replay.framing.decoding import decoded_chunks
 from replay.framing.sse import parse
 from replay.model import MAX_SECONDS, Chunk, Interaction, Request, Response, StreamEnd
@@ -144,10 +144,10 @@ def read(stream: StreamLike) -> Parsed:
         stream = stream.response
     if isinstance(stream, (bytes, bytearray, memoryview)):
         body = bytes(stream)
-        return _read_body(body, framing.sniff(body[: framing.SNIFF_BYTES]) == "json-array")
+        return _read_body(body, framing.sniff(body[: framing.SNIFF_BYTES]))
     if isinstance(stream, Response):
         body = b"".join(data for _, data in decoded_chunks(stream))
-        parsed = _read_body(body, framing.detect(stream) == "json-array")
+        parsed = _read_body(body, framing.detect(stream))
         end = stream.end
         if end.error is not None or end.truncated:
             client_stop = end.error is None and end.stopped_by == "client" and not parsed.truncated
@@ -174,8 +174,11 @@ def _without_truncation(parsed: Parsed) -> tuple[Violation, ...]:
     return tuple(v for v in parsed.violations if v.rule != "stream.truncated")
 
 
-def _read_body(body: bytes, array: bool = False) -> Parsed:
-    """Events and byte-level violations of a body: SSE, or a JSON array when `array`."""
+def _read_body(body: bytes, kind: framing.Framing | None = None) -> Parsed:
+    """Events and byte-level violations of a body: SSE, a JSON array, or an event stream."""
+    if kind == "eventstream":
+        return _read_eventstream(body)
+    array = kind == "json-array"
     cut = _array_cut(body) if array else None
     events = tuple(jsonarray.parse(body) if array else parse(body))
     violations: list[Violation] = []
@@ -196,6 +199,16 @@ def _read_body(body: bytes, array: bool = False) -> Parsed:
         message = cut or "the stream ends inside an event (no blank line after its last field)"
         violations.append(Violation("stream.truncated", message, None))
     return Parsed(events=events, violations=tuple(violations))
+
+
+def _read_eventstream(body: bytes) -> Parsed:
+    """The messages of an AWS event stream, up to a damaged one (`stream.eventstream`) or to
+    one cut short by the end (`stream.truncated`)."""
+    events, problem, cut = eventstream.read_whole(body)
+    if problem is not None:
+        return Parsed(events, (Violation("stream.eventstream", problem, len(events)),))
+    message = "the stream ends inside a message (its bytes fall short of its length)"
+    return Parsed(events, (Violation("stream.truncated", message, None),) if cut else ())
 
 
 def _array_cut(body: bytes) -> str:

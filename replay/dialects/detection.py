@@ -4,7 +4,8 @@ Each dialect has a shape its events fit (`SHAPES`): a Responses event's `type` s
 `response.`; an Anthropic or a Cohere v2 event's `type` is one of their event names; a Chat
 Completions chunk is a `chat.completion.chunk` object, or carries `choices` of deltas; a
 Gemini chunk carries `candidates`, or the `usageMetadata` of a `modelVersion`; a JSON-RPC
-message (MCP) says `"jsonrpc": "2.0"`. Events that
+message (MCP) says `"jsonrpc": "2.0"`; a Converse event (Bedrock) carries a
+`contentBlockIndex`, a `stopReason`, `inputTokens` usage or a lone `role`. Events that
 fit no dialect, or that several share (`data: [DONE]`, which Chat Completions and Cohere
 both send; an `{"error": ...}` chunk; Anthropic's `ping`), say nothing. The dialect that
 the most of the stream's first telling events fit is the answer; a stream none fit, or two
@@ -21,8 +22,16 @@ from replay.dialects.common import EventLike, json_object
 
 __all__ = ["DIALECTS", "SHAPES", "Dialect", "detect_events"]
 
-Dialect = Literal["responses", "chat", "anthropic", "gemini", "cohere", "jsonrpc"]
-DIALECTS: tuple[Dialect, ...] = ("responses", "chat", "anthropic", "gemini", "cohere", "jsonrpc")
+Dialect = Literal["responses", "chat", "anthropic", "gemini", "cohere", "jsonrpc", "converse"]
+DIALECTS: tuple[Dialect, ...] = (
+    "responses",
+    "chat",
+    "anthropic",
+    "gemini",
+    "cohere",
+    "jsonrpc",
+    "converse",
+)
 """Every dialect replay knows."""
 
 _ANTHROPIC_TYPES = {
@@ -84,6 +93,20 @@ def _gemini(payload: Mapping[str, object]) -> bool:
     )
 
 
+def _converse(payload: Mapping[str, object]) -> bool:
+    """A Converse payload (no `type`): a block's `contentBlockIndex`, a `stopReason`, the
+    `usage` in `inputTokens`, or a `messageStart`'s lone `role` (beside Bedrock's `p`)."""
+    if "type" in payload:
+        return False
+    usage = payload.get("usage")
+    return (
+        isinstance(payload.get("contentBlockIndex"), int)
+        or isinstance(payload.get("stopReason"), str)
+        or (isinstance(usage, Mapping) and "inputTokens" in usage)
+        or (isinstance(payload.get("role"), str) and set(payload) <= {"role", "p"})
+    )
+
+
 SHAPES: dict[Dialect, Callable[[Mapping[str, object]], bool]] = {
     "responses": _responses,
     "chat": _chat,
@@ -91,6 +114,7 @@ SHAPES: dict[Dialect, Callable[[Mapping[str, object]], bool]] = {
     "gemini": _gemini,
     "cohere": _cohere,
     "jsonrpc": jsonrpc.is_message,
+    "converse": _converse,
 }
 """For each dialect, whether an event's data (a JSON object) has the shape of its events."""
 

@@ -27,6 +27,30 @@ Severity = Literal["error", "warning", "note"]
 _RULES: dict[str, tuple[Severity, str]] = {
     "stream.utf8": ("error", "the body is valid UTF-8"),
     "ndjson.json": ("error", "every line of an NDJSON stream is a JSON object"),
+    "stream.eventstream": (
+        "error",
+        "every message of an AWS event stream has matching CRCs and possible lengths",
+    ),
+    "converse.json": ("error", "every event's payload is a JSON object"),
+    "converse.first-event": ("error", "messageStart comes first, once"),
+    "converse.block-order": (
+        "error",
+        "a content block's start and deltas come before its stop, each block stopped once",
+    ),
+    "converse.delta": (
+        "error",
+        "a contentBlockDelta's delta holds one of text, toolUse, reasoningContent, citation",
+    ),
+    "converse.message-stop": (
+        "error",
+        "one messageStop with a stopReason, after every content block, before metadata",
+    ),
+    "converse.metadata": ("warning", "the stream ends with a metadata event carrying usage"),
+    "converse.usage-total": (
+        "note",
+        "totalTokens = inputTokens + outputTokens (+ the cache read and write tokens)",
+    ),
+    "converse.exception-last": ("error", "an exception event ends the stream"),
     "stream.truncated": (
         "error",
         "the body ends after a complete event, without a transport error",

@@ -3,7 +3,9 @@
 A framing is how a body is cut into events: `sse` (Server-Sent Events, `replay.framing.sse`),
 `ndjson` (one JSON value per line, `replay.framing.ndjson`) or `json-array` (one JSON array
 whose objects arrive one after another, Gemini's `streamGenerateContent` without `alt=sse`:
-`replay.framing.jsonarray`). `detect` asks the content type first; when it names neither
+`replay.framing.jsonarray`) or `eventstream` (AWS's binary messages, Bedrock's
+`ConverseStream`: `replay.framing.eventstream`, found by its content type, or by a first
+prelude whose CRC matches). `detect` asks the content type first; when it names neither
 SSE nor NDJSON (missing, as some recorders strip headers, plain `application/json`, or
 wrong), it looks at the start of the decoded body: SSE field lines that make an event,
 lines that are each a JSON object (two at least, so that a one-line JSON answer is not a
@@ -22,7 +24,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-from replay.framing import jsonarray, ndjson, sse
+from replay.framing import eventstream, jsonarray, ndjson, sse
 from replay.framing.bulk import building
 from replay.framing.decoding import Body, decoded_chunks, encodings
 from replay.redact import deep_json
@@ -45,8 +47,10 @@ __all__ = [
     "sniff",
 ]
 
-Framing = Literal["sse", "ndjson", "json-array"]
-Parser = sse.SSEParser | ndjson.NDJSONParser | jsonarray.JSONArrayParser
+Framing = Literal["sse", "ndjson", "json-array", "eventstream"]
+Parser = (
+    sse.SSEParser | ndjson.NDJSONParser | jsonarray.JSONArrayParser | eventstream.EventStreamParser
+)
 
 #: Content types (without parameters, lowercase) that declare each framing.
 SSE_TYPES: frozenset[str] = frozenset({"text/event-stream"})
@@ -75,6 +79,8 @@ def framing_of_type(content_type: str | None) -> Framing | None:
         return "sse"
     if media_type in NDJSON_TYPES:
         return "ndjson"
+    if media_type == eventstream.CONTENT_TYPE:
+        return "eventstream"
     return None
 
 
@@ -111,6 +117,8 @@ def _head(response: Body) -> bytes:
 
 def sniff(head: bytes) -> Framing | None:
     """The framing the start of a decoded body shows, or None."""
+    if eventstream.is_prelude(head):
+        return "eventstream"
     text = head.decode("utf-8", errors="replace").removeprefix("\ufeff")
     lines = [line for line in re.split(r"\r\n?|\n", text) if line.strip()]
     if not lines:
@@ -145,6 +153,8 @@ def parser(framing: Framing) -> Parser:
     """A new incremental parser for `framing`."""
     if framing == "json-array":
         return jsonarray.JSONArrayParser()
+    if framing == "eventstream":
+        return eventstream.EventStreamParser()
     return sse.SSEParser() if framing == "sse" else ndjson.NDJSONParser()
 
 
@@ -158,15 +168,17 @@ def events(response: Body, framing: Framing | None = None) -> list[TimedEvent]:
 
     Raises:
         DecodingError: (a ValueError) the body cannot be decoded, or decodes past the limit.
+        EventStreamError: (a ValueError) an event stream's CRC or lengths are damaged.
     """
     chosen = framing or detect(response) or "sse"
     times, pieces = _columns(response)
     # The body is read whole (`scan`), then each event is given the time of the chunk that
     # holds the line ending completing it: what a parser fed chunk by chunk would tell,
     # without a Python call per chunk.
-    if chosen == "json-array":
+    if chosen in ("json-array", "eventstream"):
+        module = jsonarray if chosen == "json-array" else eventstream
         ends = jsonarray.byte_ends(pieces)
-        return _timed(jsonarray.scan(pieces), ends, times, response.end.at)
+        return _timed(module.scan(pieces), ends, times, response.end.at)
     module = sse if chosen == "sse" else ndjson
     return _timed(module.scan(pieces), module.line_ends(pieces), times, response.end.at)
 
@@ -178,7 +190,9 @@ def count(response: Body, framing: Framing | None = None) -> int:
         DecodingError: (a ValueError) as `events` raises it.
     """
     chosen = framing or detect(response) or "sse"
-    module = {"sse": sse, "ndjson": ndjson, "json-array": jsonarray}[chosen]
+    module = {"sse": sse, "ndjson": ndjson, "json-array": jsonarray, "eventstream": eventstream}[
+        chosen
+    ]
     return len(module.scan(_columns(response)[1]))
 
 

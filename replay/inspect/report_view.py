@@ -92,7 +92,7 @@ def view(interaction: Interaction, index: int = 0, label: str = "") -> StreamVie
         url=_REDACTOR.url(request.url),
         status=response.status,
         framing=kind,
-        dialect=detect(events) if kind in ("sse", "json-array") else None,
+        dialect=detect(events) if kind in ("sse", "json-array", "eventstream") else None,
         events=tuple(events),
         kinds=tuple(event_kinds(events)),
         chunk_times=response.chunks.times,

@@ -70,6 +70,8 @@ DEFAULT_HEADERS: frozenset[str] = frozenset(
         "x-goog-api-key",
         "openai-organization",
         "openai-project",
+        "x-amz-security-token",
+        "x-amz-date",
     }
 )
 #: Query parameter (and body field) names always redacted, besides every credential-like name.
