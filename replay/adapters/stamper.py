@@ -32,7 +32,7 @@ from typing import Final
 
 from replay.adapters.stamper_child import OPTION as TIMESTAMP_OPTION
 
-__all__ = ["Arrivals", "attach", "available", "pid"]
+__all__ = ["Arrivals", "attach", "available", "pid", "prepare"]
 
 #: A frame's head, as the stamper writes it: the arrival's time, its byte count, its kind.
 _FRAME: Final = struct.Struct("<dIi")
@@ -209,6 +209,15 @@ def _start() -> _Process | None:
             except (OSError, subprocess.SubprocessError, ValueError):
                 _failed = True
         return _process
+
+
+def prepare() -> None:
+    """Start the stamper in the background now, if this process can have one and has none:
+    a session that records has begun, and its first recording must not wait for the start
+    (some 20 ms, which its time to first byte would otherwise count)."""
+    if _process is None and available():
+        thread = threading.Thread(target=_start, name="replay-stamper-start", daemon=True)
+        thread.start()
 
 
 def available() -> bool:

@@ -85,6 +85,7 @@ def open_tape(
         CassetteWriteError: the file exists but cannot be written, or is new and its
             directory cannot take it (now, before any request, not at the end).
     """
+    from replay.adapters import stamper
     from replay.engine.recorder import Tape
     from replay.store.atomic import check_creatable, check_writable
     from replay.store.journal import Journal
@@ -96,6 +97,7 @@ def open_tape(
         check_creatable(path)
     journal = Journal(path, cassette.recorded, replacing=replacing)
     tape = Tape(cassette, redactor, spool=Spool(path.parent), on_recorded=journal.sync)
+    stamper.prepare()  # ready before the first recording (else its start counts in its ttfb)
     return journal, tape
 
 
