@@ -603,7 +603,8 @@ NOT_REACHED = "replay: no request went through the cassette: "
         ),
         pytest.param(
             [sys.executable, "-c", "import urllib.request"],
-            "CMD sent none through httpx, httpx2, httpcore, aiohttp or requests",
+            "CMD sent none through httpx, httpx2, httpcore, aiohttp, requests, urllib3 or "
+            "http.client",
             id="no-request",
         ),
     ],

@@ -17,6 +17,7 @@ import math
 import os
 import re
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -479,3 +480,20 @@ def test_connections_kept_alive_stay_stamped_and_clients_go_on_using_them(tmp_pa
         ports = [seen.client_port for seen in origin.requests[9:]]
         assert ports[0] == ports[-1] != ports[1] == ports[2] == ports[3]  # the twin's: its own
     assert [i.response.times for i in recorded] == ["network"] * 6
+
+
+def test_a_stamper_whose_parent_is_gone_ends_quietly() -> None:
+    """A program may exit while its stamper still starts: the stamper then ends, and says
+    nothing on the program's stderr."""
+    child = Path(stamper.__file__).with_name("stamper_child.py")
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    ours.close()  # the parent, gone before it heard "+"
+    with theirs:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", str(child), str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert (done.returncode, done.stderr) == (0, "")

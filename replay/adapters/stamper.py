@@ -151,6 +151,8 @@ class _Process:
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,  # nothing of it in the program's output; a stamper
+                # that fails is seen here (no "+", a closed socket): recordings say "reader"
             )
         except BaseException:
             ours.close()

@@ -207,8 +207,11 @@ def main() -> None:
     with contextlib.suppress(OSError):
         keep = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         keep.setsockopt(socket.SOL_SOCKET, OPTION, 1)
-    control.sendall(b"+")  # started
     try:
+        try:
+            control.sendall(b"+")  # started
+        except OSError:
+            return  # the parent is gone (it may exit before it hears that this one started)
         Stamper(control).run()
     finally:
         if keep is not None:

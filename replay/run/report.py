@@ -113,7 +113,8 @@ class Reach:
         if sum(counts) == 0:
             return (
                 "replay: no request went through the cassette: CMD sent none through httpx, "
-                "httpx2, httpcore, aiohttp or requests (the clients replay serves)"
+                "httpx2, httpcore, aiohttp, requests, urllib3 or http.client (the clients replay "
+                "serves)"
             )
         return None
 
