@@ -52,8 +52,9 @@ def stream(
 ) -> Interaction:
     """`anthropic.stream`'s events (same arguments, same timing) as Bedrock sends them.
 
-    The request is what `AnthropicBedrock().messages.stream(...)` sends (the model in the
-    path, `anthropic_version` in the body). See `FAILURES` for `failure`.
+    The request is the body AWS documents for Claude (`anthropic_version` `VERSION`,
+    `max_tokens`, `messages`), sent as boto3's `invoke_model_with_response_stream` sends
+    it (the model quoted in the path, `:` as `%3A`). See `FAILURES` for `failure`.
 
     Raises:
         ConfigurationError: an unknown failure, or timing that makes no sense.
@@ -81,7 +82,7 @@ def stream(
     metrics = _metrics(events, response)
     body = json.loads(made.request.body)
     del body["model"], body["stream"]
-    url = URL.format(model=quote(model, safe=":;"))  # as AnthropicBedrock quotes it
+    url = URL.format(model=quote(model, safe=""))  # as botocore quotes it
     wrapped = Interaction(
         json_request(url, {"anthropic_version": VERSION, **body}, {}),
         attrs.evolve(

@@ -1,7 +1,8 @@
 """The key of each named matcher: two requests have equal keys exactly when vcrpy's matcher
-of that name finds them equal, but for one thing: the `body` of a JSON-RPC 2.0 request is
+of that name finds them equal, but for two things: the `body` of a JSON-RPC 2.0 request is
 compared without its `id` and progress token (`replay.matching.jsonrpc`; `raw_body` compares
-the bytes).
+the bytes), and the `headers` compared without the values that change with every signed
+request (`SIGNED_HEADERS`: a SigV4 signature and date, botocore's invocation id).
 
 A URL's keys come from one `urlsplit`. A JSON body's key does not depend on key order,
 spacing, escapes or number forms, so every body is parsed (`json_key`): the scanner
@@ -27,6 +28,7 @@ __all__ = [
     "JSON_OPENINGS",
     "NAMES",
     "REQUEST_KEYS",
+    "SIGNED_HEADERS",
     "URL_KEYS",
     "Matcher",
     "is_json",
@@ -205,12 +207,32 @@ def _body(request: Request) -> tuple[str, object]:
     return _json_body(request.body) if is_json(request) else ("raw", request.body)
 
 
+#: Headers whose value changes with every signed request (AWS SigV4 and botocore's own):
+#: the `headers` matcher compares only whether each is there.
+SIGNED_HEADERS = frozenset(
+    {
+        "authorization",
+        "x-amz-date",
+        "x-amz-security-token",
+        "amz-sdk-invocation-id",
+        "amz-sdk-request",
+    }
+)
+
+
+def _headers(request: Request) -> tuple[tuple[str, str], ...]:
+    """The `headers` key: every header, lowercased and sorted, those of `SIGNED_HEADERS`
+    without their values (a request signed again still matches its recording)."""
+    pairs = ((name.lower(), value) for name, value in request.headers)
+    return tuple(sorted((n, "" if n in SIGNED_HEADERS else v) for n, v in pairs))
+
+
 #: Keys read from the rest of the request.
 REQUEST_KEYS: dict[str, Callable[[Request], object]] = {
     "method": lambda request: request.method.upper(),
     "body": _body,
     "raw_body": lambda request: request.body,
-    "headers": lambda request: tuple(sorted((k.lower(), v) for k, v in request.headers)),
+    "headers": lambda request: _headers(request),
 }
 
 NAMES = sorted(URL_KEYS.keys() | REQUEST_KEYS.keys())
