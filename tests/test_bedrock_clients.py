@@ -13,11 +13,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import aiohttp
 import boto3
 import pytest
 from aiobotocore.session import get_session
-from anthropic import AnthropicBedrock, AsyncAnthropicBedrock
+from anthropic import AnthropicBedrock, APIConnectionError, AsyncAnthropicBedrock
 from bedrock_origin import (
     KEY_ID,
     SECRET,
@@ -30,8 +32,11 @@ from bedrock_origin import (
 )
 
 import replay
+from replay import faults
 from replay.dialects import ToolCall, converse, detect, invoke, validate
+from replay.dialects.synth import append
 from replay.matching import DEFAULT_MATCH_ON
+from replay.matching.keys import URL_KEYS
 from replay.testing import Origin
 
 MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
@@ -206,3 +211,53 @@ def test_a_request_signed_again_matches_with_headers_matched_too(cassette_path: 
     with replay.use_cassette(cassette_path, record_mode="none", match_on=match_on) as cassette:
         assert _boto3(url, "2") == live  # another key id, date, signature and invocation id
     assert cassette.all_played
+
+
+# --- a synthetic stream, through each client, and a fault ---------------------------------
+
+
+def test_a_path_escape_of_what_a_path_holds_as_it_is_matches_it() -> None:
+    def path(url: str) -> object:
+        return URL_KEYS["path"](urlsplit(url))
+
+    assert path(f"http://h{INVOKE}") == path(f"http://h{INVOKE_AS_ANTHROPIC}")
+    assert path("http://h/a%3a%40b") == path("http://h/a:@b")
+    assert path("http://h/a%2Fb") != path("http://h/a/b")  # an escaped slash stays one
+    assert path("http://h/a%2fb%20") == path("http://h/a%2Fb%20")
+
+
+async def _aiobotocore_invoke(url: str, body: dict[str, Any]) -> list[str]:
+    session = get_session()
+    async with session.create_client("bedrock-runtime", endpoint_url=url, **credentials()) as c:
+        response = await c.invoke_model_with_response_stream(
+            modelId=invoke.MODEL, body=json.dumps(body)
+        )
+        return [json.loads(event["chunk"]["bytes"])["type"] async for event in response["body"]]
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_a_synthetic_invoke_stream_replays_through_each_client_and_faults_reach_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "synthetic.msgpack"
+    append(path, invoke.stream("Hello there, friend."))
+    body = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 2048}
+    ask = {"model": invoke.MODEL, "extra_body": {"anthropic_version": invoke.VERSION}, **body}
+    as_boto = {"anthropic_version": invoke.VERSION, **body}
+    url = "https://bedrock-runtime.us-east-1.amazonaws.com"  # never reached: replayed
+    with replay.use_cassette(path, record_mode="none", allow_playback_repeats=True):
+        with AnthropicBedrock(base_url=url).messages.stream(**ask) as stream:
+            assert stream.get_final_text() == "Hello there, friend."
+        assert asyncio.run(_aiobotocore_invoke(url, as_boto))[-1] == "message_stop"
+    cut = [faults.cut(after_bytes=900)]
+    with (
+        replay.use_cassette(path, record_mode="none", faults=cut),
+        pytest.raises(APIConnectionError, match="peer closed connection"),
+        AnthropicBedrock(base_url=url).messages.stream(**ask) as stream,
+    ):
+        stream.get_final_text()
+    with (
+        replay.use_cassette(path, record_mode="none", faults=cut),
+        pytest.raises(aiohttp.ClientPayloadError),
+    ):
+        asyncio.run(_aiobotocore_invoke(url, as_boto))

@@ -1,8 +1,9 @@
 """The key of each named matcher: two requests have equal keys exactly when vcrpy's matcher
-of that name finds them equal, but for two things: the `body` of a JSON-RPC 2.0 request is
+of that name finds them equal, but for three things: the `body` of a JSON-RPC 2.0 request is
 compared without its `id` and progress token (`replay.matching.jsonrpc`; `raw_body` compares
-the bytes), and the `headers` compared without the values that change with every signed
-request (`SIGNED_HEADERS`: a SigV4 signature and date, botocore's invocation id).
+the bytes), the `headers` without the values that change with every signed request
+(`SIGNED_HEADERS`: a SigV4 signature and date, botocore's invocation id), and the `path`
+with its escapes of characters a path holds as they are undone (`%3A` is `:`).
 
 A URL's keys come from one `urlsplit`. A JSON body's key does not depend on key order,
 spacing, escapes or number forms, so every body is parsed (`json_key`): the scanner
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import json
 import json.encoder
+import re
+import string
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qsl, urlsplit
@@ -96,8 +99,25 @@ def _query(parts: SplitResult) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(parse_qsl(parts.query, keep_blank_values=True)))
 
 
+#: What a path segment holds as it is (RFC 3986's `pchar`): an escape of one of these names
+#: the same path (botocore escapes the `:` of a Bedrock model id, anthropic's client does not).
+_PLAIN_IN_PATH = frozenset(string.ascii_letters + string.digits + "-._~!$&'()*+,;=:@")
+_ESCAPE = re.compile("%[0-9A-Fa-f]{2}")
+
+
+def _unescaped(escape: re.Match[str]) -> str:
+    char = chr(int(escape.group()[1:], 16))
+    return char if char in _PLAIN_IN_PATH else escape.group().upper()
+
+
+def _path(parts: SplitResult) -> str:
+    """The `path` key: the path, its escapes of what a path holds as it is (`%3A`) undone."""
+    path = parts.path or "/"
+    return _ESCAPE.sub(_unescaped, path) if "%" in path else path
+
+
 def _uri(parts: SplitResult) -> tuple[object, ...]:
-    return (parts.scheme, parts.hostname, _port(parts), parts.path or "/", _query(parts))
+    return (parts.scheme, parts.hostname, _port(parts), _path(parts), _query(parts))
 
 
 #: Keys read from the URL: all of a request's come from one `urlsplit`.
@@ -105,7 +125,7 @@ URL_KEYS: dict[str, Callable[[SplitResult], object]] = {
     "scheme": lambda parts: parts.scheme,
     "host": lambda parts: parts.hostname,
     "port": _port,
-    "path": lambda parts: parts.path or "/",
+    "path": _path,
     "query": _query,
     "uri": _uri,
 }
