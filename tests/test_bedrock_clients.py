@@ -101,6 +101,10 @@ def test_aiobotocore_records_and_replays_offline_at_the_recorded_pace(
         assert len(origin.requests) == 2
     assert [next(iter(event)) for _, event in live[0]][:2] == ["messageStart", "contentBlockDelta"]
     assert live[1][-1][1]["type"] == "message_stop"
+    recorded = replay.Cassette.load(cassette_path).interactions
+    # (aiobotocore's connector subclasses TCPConnector: read as other connectors of one's
+    # own kind are, its times taken on the loop)
+    assert [i.response.times for i in recorded] == ["reader"] * 2
 
     with replay.use_cassette(cassette_path, record_mode="none", speed=1) as cassette:
         replayed = asyncio.run(_aiobotocore(url, signing="2"))  # (the origin is stopped)
