@@ -11,24 +11,27 @@ from __future__ import annotations
 import bisect
 import itertools
 import random
-import re
 from collections.abc import Iterator, Sequence
 
 import attrs
 
 from replay.engine.ends import CUT_NAME
-from replay.framing.sse import SSEParser
+from replay.framing import boundaries, detect
 from replay.model import Chunks, Response, StreamEnd
 
 __all__ = [
     "CUT_ERROR",
     "CUT_MESSAGE",
+    "INSIDE",
     "chunk_at_offset",
     "cut_at",
     "event_ends",
+    "inside_event",
     "jitter",
     "offset_after_events",
     "rechunk",
+    "rechunk_at",
+    "rechunk_events",
     "scale",
     "silence_at",
 ]
@@ -40,43 +43,65 @@ CUT_MESSAGE = (
     "peer closed connection without sending complete message body (incomplete chunked read)"
 )
 
-_LINE = re.compile(rb"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+")  # a line with its terminator (SSE's)
-
 
 def _is_encoded(response: Response) -> bool:
     encoding = (response.header("content-encoding") or "identity").strip().lower()
     return encoding not in ("", "identity")
 
 
+#: Where inside an event a fault may fall: an AWS event-stream message's prelude, headers or
+#: payload (`inside_event`).
+INSIDE = ("prelude", "headers", "payload")
+_PRELUDE = 12  # an event-stream message's prelude: total length, headers length, CRC
+
+
 def event_ends(response: Response) -> list[int]:
-    """The body offset just past each SSE event (its blank line included), in order.
+    """The raw body offset just past each event, whatever the body's framing (SSE events,
+    NDJSON lines, JSON-array elements, AWS event-stream messages): `replay.framing.boundaries`.
 
-    An uncompressed body is read line by line through the SSE parser, so the offsets are
-    exact. A compressed one is decoded chunk by chunk: an event then ends at the end of the
-    raw chunk whose decoding completed it (chunk granularity).
+    Exact for a body as sent; for a compressed one an event ends at the end of the raw chunk
+    whose decoding completed it (chunk granularity).
     """
-    parser = SSEParser()
-    ends: list[int] = []
-    if not _is_encoded(response):
-        offset = 0
-        for line in _LINE.finditer(response.body):
-            offset = line.end()
-            ends.extend(offset for _ in parser.feed(line.group()))
-        return ends
-    offset = 0
-    decoded = response.decoded_chunks()  # one piece per raw chunk, then the decoder's flush
-    for (_, data), size in zip(decoded, (*map(len, response.chunks.payloads), 0), strict=True):
-        offset += size
-        ends.extend(offset for _ in parser.feed(data))
-    return ends
+    return boundaries.event_ends(response)
 
 
-def offset_after_events(response: Response, count: int) -> int:
-    """The body offset just past event `count` (0: the start; past the last: the end)."""
-    if count == 0:
+def offset_after_events(response: Response, count: int, inside: str | None = None) -> int:
+    """The body offset just past event `count` (0: the start; past the last: the end), or,
+    with `inside`, a point inside event `count + 1` (see `inside_event`)."""
+    if count == 0 and inside is None:
         return 0
     ends = event_ends(response)
+    if inside is not None:
+        if count >= len(ends):
+            return len(response.body)
+        start = ends[count - 1] if count else 0
+        return inside_event(response, start, ends[count], inside)
     return ends[count - 1] if count <= len(ends) else len(response.body)
+
+
+def inside_event(response: Response, start: int, end: int, inside: str) -> int:
+    """The body offset inside the event whose bytes are [`start`, `end`) that `inside` names.
+
+    In an AWS event-stream message: "prelude", its sixth byte (halfway through the lengths
+    and CRC); "headers", halfway through its headers (where the payload starts, without
+    headers); "payload", halfway through its payload (where its CRC starts, without one).
+    In any other framing, each is the middle of the event's bytes (an SSE event, an NDJSON
+    line, a JSON-array element with the comma or `[` before it). A compressed body has no
+    such point in its raw bytes: the event's end is taken (chunk granularity).
+    """
+    if inside not in INSIDE:
+        raise ValueError(f"inside must be one of {', '.join(INSIDE)}, not {inside!r}")
+    if _is_encoded(response) or end - start < 2:
+        return end
+    if detect(response) != "eventstream" or end - start < _PRELUDE + 4:
+        return start + max(1, (end - start) // 2)
+    head = response.body[start : start + 8]
+    headers = int.from_bytes(head[4:8], "big")
+    payload = max(0, end - start - _PRELUDE - 4 - headers)
+    point = {"prelude": _PRELUDE // 2, "headers": _PRELUDE + headers // 2}.get(
+        inside, _PRELUDE + headers + payload // 2
+    )
+    return start + min(point, end - start - 1)
 
 
 def _starts(chunks: Chunks) -> list[int]:
@@ -144,10 +169,37 @@ def _sizes(size: int | str, seed: int, payloads: Sequence[bytes]) -> Iterator[in
 def rechunk(response: Response, size: int | str, seed: int = 0) -> Response:
     """The same bytes in chunks of `size` bytes (or "random" sizes, from `seed`).
 
+    Timing as `rechunk_at`'s: each recorded chunk still completes at its recorded time.
+    """
+    payloads = response.chunks.payloads
+    total = sum(map(len, payloads))
+    cuts = itertools.takewhile(total.__gt__, itertools.accumulate(_sizes(size, seed, payloads)))
+    return rechunk_at(response, list(cuts))
+
+
+def rechunk_events(response: Response, inside: str | None = None) -> Response:
+    """One chunk per event (what comes after the last event, e.g. a JSON array's `]`, is one
+    more), whatever the framing; with `inside`, each event in two chunks, split at that point
+    of it (`inside_event`: an event-stream message's prelude, headers or payload)."""
+    ends = event_ends(response)
+    cuts: list[int] = []
+    start = 0
+    for end in ends:
+        if inside is not None:
+            cuts.append(inside_event(response, start, end, inside))
+        cuts.append(end)
+        start = end
+    return rechunk_at(response, cuts)
+
+
+def rechunk_at(response: Response, cuts: Sequence[int]) -> Response:
+    """The same bytes in other chunks: a new one ends at each offset of `cuts` (ascending;
+    those outside the body, or repeated, are ignored) and at the end of the body.
+
     Timing: the bytes of each recorded chunk are spread evenly over the gap before it (from
     the previous chunk, or the headers), so each recorded chunk still completes at its
-    recorded time; a new chunk arrives with its last byte. Event times are kept; the first
-    byte comes earlier.
+    recorded time; a new chunk arrives with its last byte. Event times are kept when the
+    new boundaries are event ends; a first byte may come earlier.
     """
     payloads = response.chunks.payloads
     if not payloads:
@@ -157,15 +209,15 @@ def rechunk(response: Response, size: int | str, seed: int = 0) -> Response:
     new_times: list[float] = []
     new_payloads: list[bytes] = []
     position, chunk = 0, 0
-    for piece in _sizes(size, seed, payloads):
-        if position >= len(body):
-            break
-        last = min(position + piece, len(body)) - 1  # the piece's last byte
+    for cut in (*cuts, len(body)):
+        if not position < cut <= len(body):
+            continue
+        last = cut - 1  # the piece's last byte
         while starts[chunk + 1] <= last:
             chunk += 1
         new_times.append(_arrival(response, chunk, last - starts[chunk], starts))
-        new_payloads.append(body[position : last + 1])
-        position = last + 1
+        new_payloads.append(body[position:cut])
+        position = cut
     return attrs.evolve(response, chunks=Chunks(new_times, new_payloads))
 
 
