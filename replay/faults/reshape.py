@@ -198,8 +198,8 @@ def rechunk_at(response: Response, cuts: Sequence[int]) -> Response:
 
     Timing: the bytes of each recorded chunk are spread evenly over the gap before it (from
     the previous chunk, or the headers), so each recorded chunk still completes at its
-    recorded time; a new chunk arrives with its last byte. Event times are kept when the
-    new boundaries are event ends; a first byte may come earlier.
+    recorded time; a new chunk arrives with its last byte. No byte comes later than it did:
+    a new chunk ending inside a recorded one comes earlier, with its share of the gap.
     """
     payloads = response.chunks.payloads
     if not payloads:
