@@ -1,11 +1,13 @@
 """Redaction inside AWS event streams: a secret in a message's JSON payload is replaced, the
 message encoded anew with fresh CRCs (its headers kept byte for byte), the chunks around it
-kept in place and time; and boto3's `converse_stream`, whose decoder checks every CRC,
-reads the redacted recording back from the cassette.
+kept in place and time; and boto3's `converse_stream` and `invoke_model_with_response_stream`
+(whose model events are base64 inside the payload), whose decoder checks every CRC, read the
+redacted recording back from the cassette.
 """
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import warnings
@@ -182,3 +184,51 @@ def test_boto3_replays_a_redacted_converse_stream_whose_crcs_it_checks(
     assert cassette.all_played
     assert replayed[2][1]["delta"]["text"] == f" it is {PLACEHOLDER} ok"
     assert replayed[:2] + replayed[3:] == live[:2] + live[3:]
+
+
+def _chunk_message(event: dict[str, Any]) -> bytes:
+    inner = base64.b64encode(json.dumps(event).encode()).decode()
+    headers = {":event-type": "chunk", ":content-type": "application/json"}
+    return eventstream.encode(
+        {**headers, ":message-type": "event"}, json.dumps({"bytes": inner, "p": "abc"}).encode()
+    )
+
+
+def test_boto3_invoke_model_stream_gets_the_key_redacted_inside_its_base64(
+    cassette_path: Path,
+) -> None:
+    events = [
+        {"type": "message_start", "message": {"role": "assistant"}},
+        {"type": "content_block_delta", "delta": {"type": "text_delta", "text": f"key {KEY}"}},
+        {"type": "message_stop"},
+    ]
+    body = b"".join(map(_chunk_message, events))
+    script = Script(
+        chunks=[(0.01, body[:100]), (0.01, body[100:])],
+        headers=[("content-type", eventstream.CONTENT_TYPE)],
+    )
+
+    def invoke(url: str) -> list[dict[str, Any]]:
+        client = boto3.client(
+            "bedrock-runtime",
+            region_name="us-east-1",
+            endpoint_url=url,
+            aws_access_key_id="AKIDEXAMPLE",
+            aws_secret_access_key="not-a-real-secret-access-key-at-all",
+        )
+        response = client.invoke_model_with_response_stream(modelId=MODEL, body=b"{}")
+        return [json.loads(event["chunk"]["bytes"]) for event in response["body"]]
+
+    with Origin({f"/model/{MODEL}/invoke-with-response-stream": script}) as origin:
+        url = origin.url
+        with replay.use_cassette(cassette_path, record_mode="all"):
+            live = invoke(url)
+    assert live == events
+    stored = cassette_path.read_bytes()
+    assert KEY.encode() not in stored
+    assert base64.b64encode(json.dumps(events[1]).encode()) not in stored
+
+    with replay.use_cassette(cassette_path, record_mode="none"):
+        replayed = invoke(url)  # botocore checks each message's CRCs
+    assert replayed[1]["delta"]["text"] == f"key {PLACEHOLDER}"
+    assert [replayed[0], replayed[2]] == [events[0], events[2]]

@@ -3,6 +3,9 @@ Bedrock's `ConverseStream`): each message's payload is redacted as a JSON body i
 message that changed is encoded anew, with fresh prelude and message CRCs, so that the
 client's own checksum check (botocore's) still passes on the replayed bytes.
 
+`InvokeModelWithResponseStream`'s `chunk` messages carry the model's own JSON event as base64
+in the payload's `bytes` field: that JSON is redacted too, and encoded back into base64.
+
 Only the payload changes: the headers (`:event-type`, …) are kept byte for byte. A message
 whose CRC does not match is left as recorded (re-encoding it would hide the damage), as is
 a compressed body (Content-Encoding) and one cut inside a message (its last part).
@@ -19,6 +22,8 @@ were all in the part of a payload that went) is dropped, with its time.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import itertools
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -27,6 +32,7 @@ import attrs
 
 from replay.framing import eventstream
 from replay.model import Chunks, Response
+from replay.redact import deep_json
 
 __all__ = ["is_event_stream", "redact_payloads"]
 
@@ -52,12 +58,31 @@ def redact_payloads(response: Response, clean: Callable[[bytes], bytes]) -> Resp
         if zlib.crc32(message[:-4]) != int.from_bytes(message[-4:], "big"):
             continue  # damaged: left as recorded
         payload = message[_PRELUDE + headers : -4]
-        cleaned = clean(payload)
+        cleaned = _inner(clean(payload), clean)
         if cleaned is not payload and cleaned != payload:
             edits.append((start, start + total, eventstream.reencode(message, cleaned)))
     if not edits:
         return response
     return attrs.evolve(response, chunks=_rechunked(response.chunks, body, edits))
+
+
+def _inner(payload: bytes, clean: Callable[[bytes], bytes]) -> bytes:
+    """`payload` with `clean` applied to the JSON its `bytes` field holds as base64 too; the
+    same object when that is clean, or there is none."""
+    if b'"bytes"' not in payload:
+        return payload
+    try:
+        outer = deep_json.loads(payload)
+        encoded = outer["bytes"]
+        inner = base64.b64decode(encoded, validate=True)
+    except (ValueError, TypeError, KeyError, binascii.Error):
+        return payload
+    cleaned = clean(inner)
+    if cleaned is inner or cleaned == inner:
+        return payload
+    outer["bytes"] = base64.b64encode(cleaned).decode("ascii")
+    separators = (", ", ": ") if b": " in payload else (",", ":")
+    return deep_json.dumps(outer, separators=separators).encode()
 
 
 def _rechunked(chunks: Chunks, body: bytes, edits: Sequence[_Edit]) -> Chunks:
