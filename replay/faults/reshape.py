@@ -26,7 +26,7 @@ __all__ = [
     "chunk_at_offset",
     "cut_at",
     "event_ends",
-    "inside_event",
+    "inside_events",
     "jitter",
     "offset_after_events",
     "rechunk",
@@ -50,7 +50,7 @@ def _is_encoded(response: Response) -> bool:
 
 
 #: Where inside an event a fault may fall: an AWS event-stream message's prelude, headers or
-#: payload (`inside_event`).
+#: payload (`inside_events`).
 INSIDE = ("prelude", "headers", "payload")
 _PRELUDE = 12  # an event-stream message's prelude: total length, headers length, CRC
 
@@ -67,7 +67,7 @@ def event_ends(response: Response) -> list[int]:
 
 def offset_after_events(response: Response, count: int, inside: str | None = None) -> int:
     """The body offset just past event `count` (0: the start; past the last: the end), or,
-    with `inside`, a point inside event `count + 1` (see `inside_event`)."""
+    with `inside`, a point inside event `count + 1` (see `inside_events`)."""
     if count == 0 and inside is None:
         return 0
     ends = event_ends(response)
@@ -75,12 +75,13 @@ def offset_after_events(response: Response, count: int, inside: str | None = Non
         if count >= len(ends):
             return len(response.body)
         start = ends[count - 1] if count else 0
-        return inside_event(response, start, ends[count], inside)
+        return inside_events(response, [(start, ends[count])], inside)[0]
     return ends[count - 1] if count <= len(ends) else len(response.body)
 
 
-def inside_event(response: Response, start: int, end: int, inside: str) -> int:
-    """The body offset inside the event whose bytes are [`start`, `end`) that `inside` names.
+def inside_events(response: Response, spans: Sequence[tuple[int, int]], inside: str) -> list[int]:
+    """For each event whose bytes are [start, end) in `spans`, the body offset inside it that
+    `inside` names.
 
     In an AWS event-stream message: "prelude", its sixth byte (halfway through the lengths
     and CRC); "headers", halfway through its headers (where the payload starts, without
@@ -91,12 +92,20 @@ def inside_event(response: Response, start: int, end: int, inside: str) -> int:
     """
     if inside not in INSIDE:
         raise ValueError(f"inside must be one of {', '.join(INSIDE)}, not {inside!r}")
-    if _is_encoded(response) or end - start < 2:
+    if _is_encoded(response):
+        return [end for _, end in spans]
+    body = response.body if detect(response) == "eventstream" else None
+    return [_inside(body, start, end, inside) for start, end in spans]
+
+
+def _inside(messages: bytes | None, start: int, end: int, inside: str) -> int:
+    """The point of [`start`, `end`) that `inside` names (`messages`: the body, when its
+    events are event-stream messages)."""
+    if end - start < 2:
         return end
-    if detect(response) != "eventstream" or end - start < _PRELUDE + 4:
+    if messages is None or end - start < _PRELUDE + 4:
         return start + max(1, (end - start) // 2)
-    head = response.body[start : start + 8]
-    headers = int.from_bytes(head[4:8], "big")
+    headers = int.from_bytes(messages[start + 4 : start + 8], "big")
     payload = max(0, end - start - _PRELUDE - 4 - headers)
     point = {"prelude": _PRELUDE // 2, "headers": _PRELUDE + headers // 2}.get(
         inside, _PRELUDE + headers + payload // 2
@@ -180,16 +189,13 @@ def rechunk(response: Response, size: int | str, seed: int = 0) -> Response:
 def rechunk_events(response: Response, inside: str | None = None) -> Response:
     """One chunk per event (what comes after the last event, e.g. a JSON array's `]`, is one
     more), whatever the framing; with `inside`, each event in two chunks, split at that point
-    of it (`inside_event`: an event-stream message's prelude, headers or payload)."""
+    of it (`inside_events`: an event-stream message's prelude, headers or payload)."""
     ends = event_ends(response)
-    cuts: list[int] = []
-    start = 0
-    for end in ends:
-        if inside is not None:
-            cuts.append(inside_event(response, start, end, inside))
-        cuts.append(end)
-        start = end
-    return rechunk_at(response, cuts)
+    if inside is None:
+        return rechunk_at(response, ends)
+    spans = list(zip([0, *ends], ends, strict=False))
+    points = inside_events(response, spans, inside)
+    return rechunk_at(response, [c for pair in zip(points, ends, strict=True) for c in pair])
 
 
 def rechunk_at(response: Response, cuts: Sequence[int]) -> Response:
