@@ -1,8 +1,9 @@
 """Pure reshapings of a recorded `Response`, the arithmetic beneath `replay.faults`.
 
 Every function takes a response and returns a new one (the recording is never changed):
-where its body's SSE events end, the body cut at a byte, a silence inserted at a byte, the
-bytes re-split into other chunks, the timeline stretched or disturbed. Offsets are raw body
+where its body's events end (any framing) and the points inside them, the body cut at a
+byte, a silence inserted at a byte, the bytes re-split into other chunks (by size, or at
+events), the timeline stretched or disturbed. Offsets are raw body
 bytes (still compressed, for a compressed body); times are recorded seconds since the send.
 """
 
