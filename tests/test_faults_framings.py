@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import botocore.config
 import httpx
 import pytest
 import urllib3
@@ -321,3 +322,47 @@ def test_httpx_reads_cuts_and_event_chunks_of_json_streams(cassette_path: Path, 
         assert [len(events) for events in each] == [1] * len(parsed)
     ends = list(itertools.accumulate(map(len, chunks)))
     assert ends[: len(parsed)] == event_ends(_timed([body], kind_type(kind)))
+
+
+def _until_timeout(url: str) -> tuple[list[str], BaseException | None]:
+    client = boto3.client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url=url,
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key="not-a-real-secret-access-key-at-all",
+        config=botocore.config.Config(read_timeout=0.5, retries={"max_attempts": 0}),
+    )
+    response = client.converse_stream(
+        modelId=MODEL, messages=[{"role": "user", "content": [{"text": "Say hello."}]}]
+    )
+    names: list[str] = []
+    try:
+        for event in response["stream"]:
+            names.extend(event)
+    except Exception as error:  # what botocore raises, whatever its class
+        return names, error
+    return names, None
+
+
+def test_boto3_times_out_on_a_stall_inside_a_message_as_on_a_live_one(
+    bedrock_cassette: tuple[Path, str, list[str]],
+) -> None:
+    path, url, live = bedrock_cassette
+    stall = faults.stall(after_events=2, seconds=3, inside="payload")
+    with replay.use_cassette(path, record_mode="none", speed="instant", faults=[stall]):
+        events, error = _until_timeout(url)
+    assert events == live[:2]
+    # A live origin that goes silent at the same byte, for longer than the read timeout.
+    response = _converse()
+    middle = faults.cut(after_events=2, inside="payload").offset(response)
+    body = response.body
+    script = Script(
+        chunks=[(0.0, body[:middle]), (3.0, body[middle:])],
+        headers=[("content-type", eventstream.CONTENT_TYPE)],
+    )
+    with Origin({PATH: script}) as origin:
+        live_events, live_error = _until_timeout(origin.url)
+    assert live_events == events
+    assert type(error) is type(live_error), (error, live_error)
+    assert isinstance(error, urllib3.exceptions.ReadTimeoutError)  # urllib3's, as live
