@@ -23,6 +23,7 @@ import pytest
 import replay
 from replay.dialects import converse, gemini
 from replay.framing import eventstream
+from replay.framing.boundaries import EventEnds, event_ends
 from replay.run.child import summary_lines
 from replay.testing import Origin, Script
 
@@ -61,17 +62,24 @@ def test_the_summary_counts_the_events_of_every_framing(kind: str) -> None:
 
 
 def _body(kind: str) -> tuple[list[bytes], str]:
+    if kind == "sse":
+        return [b"data: one\n\n", b"data: two\n\nda", b"ta: three\n\n"], "text/event-stream"
     if kind == "ndjson":
         return NDJSON, "application/x-ndjson"
+    if kind == "json-array":  # declared as plain JSON: told by the start of the stream
+        array = gemini.stream("One two three four five", framing="json-array").response
+        return list(array.chunks.payloads), "application/json; charset=UTF-8"
     body = converse.stream("One two three four five").response.body
     pieces = [body[at : at + 50] for at in range(0, len(body), 50)]  # split inside messages
     return pieces, eventstream.CONTENT_TYPE
 
 
-@pytest.mark.parametrize("kind", ["ndjson", "eventstream"])
-def test_the_live_progress_line_counts_lines_and_messages(tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize("kind", ["ndjson", "json-array", "eventstream"])
+def test_the_live_progress_line_counts_lines_elements_and_messages(
+    tmp_path: Path, kind: str
+) -> None:
     pieces, content_type = _body(kind)
-    expected = len(eventstream.parse(b"".join(pieces))) if kind == "eventstream" else len(NDJSON)
+    expected = len(event_ends(_response(pieces, content_type), kind))  # type: ignore[arg-type]
     script = Script(
         chunks=[(0.12, piece) for piece in pieces], headers=[("content-type", content_type)]
     )
@@ -94,6 +102,29 @@ def test_the_live_progress_line_counts_lines_and_messages(tmp_path: Path, kind: 
     assert counts == sorted(counts)
     assert 0 < max(counts) <= expected  # (a last draw may come before the last event)
     assert f", {expected} event" in shown  # the summary, from the cassette
+
+
+@pytest.mark.parametrize("kind", ["sse", "ndjson", "json-array", "eventstream"])
+@pytest.mark.parametrize("size", [1, 7, 100000])
+def test_a_counter_without_a_framing_tells_it_from_the_start(kind: str, size: int) -> None:
+    pieces, content_type = _body(kind)
+    body = b"".join(pieces)
+    counter = EventEnds()
+    found = [end for at in range(0, len(body), size) for end in counter.feed(body[at : at + size])]
+    assert found + counter.close() == event_ends(_response(pieces, content_type))
+    assert counter.kind == kind
+
+
+def test_a_counter_without_a_framing_counts_nothing_in_a_body_that_is_none() -> None:
+    counter = EventEnds()
+    assert counter.feed(b'{"answer": 42}') == []
+    assert counter.close() == []
+    assert counter.kind is None
+
+
+def _response(pieces: list[bytes], content_type: str) -> replay.Response:
+    chunks = [replay.Chunk(0.1 * (n + 1), piece) for n, piece in enumerate(pieces)]
+    return replay.Response(status=200, headers=[("content-type", content_type)], chunks=chunks)
 
 
 def _read_all(fd: int, deadline: float) -> str:

@@ -1,10 +1,11 @@
 """Progress of a `replay record` run, counted in the program and shown by the parent.
 
 A router placed in front of the session (`patch.set_front`) counts requests as they are
-made, and events (of any framing its Content-Type declares: `replay.framing.boundaries`) and
-body bytes as the program reads the bodies; the running total goes
-to the parent on the status pipe as one ASCII line, `"<requests> <events> <bytes>\\n"`, at
-most ten times a second. The parent draws it as its live status line.
+made, and events (of any framing: the one its Content-Type declares, else the one its start
+shows; `replay.framing.boundaries`) and body bytes as the program reads the bodies; the
+running total goes to the parent on the status pipe as one ASCII line,
+`"<requests> <events> <bytes>\\n"`, at most ten times a second. The parent draws it as its
+live status line.
 """
 
 from __future__ import annotations
@@ -68,8 +69,7 @@ class _Tally:
         self.reporter = reporter
         encoded = (headers.get("content-encoding") or "identity").lower() != "identity"
         # A compressed body's events would need decoding first: its bytes alone are counted.
-        kind = None if encoded else framing_of_type(headers.get("content-type"))
-        self.ends = EventEnds(kind) if kind is not None else None
+        self.ends = None if encoded else EventEnds(framing_of_type(headers.get("content-type")))
 
     def feed(self, data: bytes) -> bytes:
         events = 0
@@ -81,6 +81,14 @@ class _Tally:
         self.reporter.add(Progress(0, events, len(data)))
         return data
 
+    def finish(self) -> None:
+        """The body's end: count what it completes (a last line without its LF, a short
+        stream whose framing only its whole body shows)."""
+        with contextlib.suppress(ValueError):
+            events = len(self.ends.close()) if self.ends is not None else 0
+            if events:
+                self.reporter.add(Progress(0, events, 0))
+
 
 class _CountedSync:
     """A sync body source that tallies each chunk on its way to the program."""
@@ -90,7 +98,9 @@ class _CountedSync:
         self.tally = tally
 
     def __iter__(self) -> Iterator[bytes]:
-        return (self.tally.feed(chunk) for chunk in self.stream)
+        for chunk in self.stream:
+            yield self.tally.feed(chunk)
+        self.tally.finish()
 
     def close(self) -> None:
         self.stream.close()
@@ -106,6 +116,7 @@ class _CountedAsync:
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self.stream:
             yield self.tally.feed(chunk)
+        self.tally.finish()
 
     async def aclose(self) -> None:
         await self.stream.aclose()
