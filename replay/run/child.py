@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from replay.adapters.network import program_block
-from replay.clock import format_speed, parse_speed
+from replay.clock import format_speed, speed_of
 from replay.errors import ConfigurationError
 from replay.faults import Fault, coerce
 from replay.model import Interaction
@@ -42,7 +42,7 @@ from replay.run.settings import SESSION_NAMES
 from replay.run.site import HOOK_DIRECTORY, settings_environment
 from replay.run.site.parts import PartsDirectory, recover
 from replay.run.supervise import Signals, run_program
-from replay.session.lifecycle import VIRTUAL
+from replay.session.args import is_virtual
 from replay.store.atomic import check_saveable
 from replay.store.file import load_interactions
 
@@ -265,9 +265,9 @@ def _say_if_unreached(reach: Reach, stream: TextIO) -> None:
 
 
 def _speed_text(speed: str) -> str:
-    if speed.strip().lower() == VIRTUAL:
-        return VIRTUAL
-    return format_speed(parse_speed(speed))
+    if is_virtual(speed):
+        return speed.strip()
+    return format_speed(speed_of(speed))
 
 
 def _fault_specs(faults: Sequence[str | Fault]) -> list[str]:

@@ -18,10 +18,11 @@ from typing import Any
 
 import attrs
 
-from replay.clock import SpeedLike, format_speed, parse_speed
+from replay.clock import SpeedLike, format_speed, speed_of
 from replay.errors import ConfigurationError
 from replay.matching import DEFAULT_MATCH_ON
 from replay.run.descendants import Carrier, carry
+from replay.session.args import is_virtual
 from replay.session.options import SessionOptions, redactor_for
 
 __all__ = [
@@ -115,9 +116,10 @@ ARRIVE = "replay.run.site:arrive"
 
 def speed_text(speed: SpeedLike) -> str:
     """A speed as `ENV_SPEED` holds it."""
-    if isinstance(speed, str) and speed.strip().lower() == "virtual":
-        return "virtual"
-    return format_speed(parse_speed(speed))
+    if is_virtual(speed):
+        assert isinstance(speed, str)
+        return speed.strip()
+    return format_speed(speed_of(speed))
 
 
 def settings_environment(

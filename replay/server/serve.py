@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from replay.adapters.network import host_names
-from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
+from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, speed_of
 from replay.engine import (
     Data,
     End,
@@ -176,7 +176,7 @@ class ReplayApp:
         self.cassette = cassette
         #: Host header names served besides the loopback ones (DNS rebinding is refused).
         self.allow_hosts = host_names(allow_hosts)
-        self.speed = parse_speed(speed)
+        self.speed = speed_of(speed)
         self.clock = clock or MonotonicClock()
         self.player = Player(cassette, redactor=redactor, faults=faults)
         self.log = log
@@ -207,7 +207,7 @@ class ReplayApp:
         played = await self._take(request, send)
         if played is None:
             return
-        stepper = Stepper(played.response, schedule)
+        stepper = Stepper(played.response, schedule, salt=played.index)
         bodiless = _bodiless(request.method, played.response.status) is not None
         async with anyio.create_task_group() as group:
             with self.in_flight.tracking(group.cancel_scope):
@@ -295,7 +295,7 @@ def serve(
         CassetteFormatError, OSError: the cassette cannot be read, or the port is taken.
     """
     require_uvicorn()
-    factor = parse_speed(speed)
+    factor = speed_of(speed)
     chosen = coerce(faults)
     timeout = check_request_timeout(request_timeout)
     cassette = Cassette.load(cassette_path, match_on=SERVE_MATCH_ON, allow_playback_repeats=repeat)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeGuard
 
-from replay.clock import INSTANT, Clock, MonotonicClock, SpeedLike, parse_speed
+from replay.clock import INSTANT, Clock, MonotonicClock, Speed, SpeedLike, speed_of
 from replay.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def ignored_hosts(hosts: frozenset[str], localhost: bool) -> frozenset[str]:
 #: (speed "virtual"), the speed factor, the clock replay waits on, and the clock recordings
 #: stamp chunks with (None: the default). A plain tuple: a NamedTuple's class costs ~0.3 ms
 #: to make, in the first cassette's import.
-Clocks = tuple[bool, float, Clock, Clock | None]
+Clocks = tuple[bool, Speed, Clock, Clock | None]
 
 
 def clocks_for(speed: SpeedLike, given: Clock | None) -> Clocks:
@@ -87,8 +87,8 @@ def clocks_for(speed: SpeedLike, given: Clock | None) -> Clocks:
 
         _ready_to_wait()
         # Recordings stamp real time, even in a virtual-time session.
-        return True, 1.0, VirtualTime(), RealClock()
-    factor = parse_speed(speed)
+        return True, _policy_on_virtual_time(speed), VirtualTime(), RealClock()
+    factor = speed_of(speed)
     if factor != INSTANT:
         _ready_to_wait()
     return False, factor, given or MonotonicClock(), None
@@ -101,8 +101,18 @@ def _ready_to_wait() -> None:
 
 
 def is_virtual(speed: SpeedLike) -> bool:
-    """Whether `speed` asks for replay as recorded on virtual time."""
-    return isinstance(speed, str) and speed.strip().lower() == VIRTUAL
+    """Whether `speed` asks for replay on virtual time: "virtual", alone or as an item of a
+    speed policy ("virtual,ttft=recorded,rest=instant")."""
+    if not isinstance(speed, str):
+        return False
+    return VIRTUAL in (item.strip().lower() for item in speed.split(","))
+
+
+def _policy_on_virtual_time(speed: SpeedLike) -> Speed:
+    """The speed played on virtual time: as recorded, or the policy given with "virtual"."""
+    assert isinstance(speed, str)
+    items = [item for item in speed.split(",") if item.strip().lower() != VIRTUAL]
+    return speed_of(",".join(items)) if items else 1.0
 
 
 def on_virtual_time(clock: Clock) -> TypeGuard[VirtualTime]:

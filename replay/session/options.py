@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from replay.clock import Clock, SpeedLike, parse_speed, seconds
+from replay.clock import Clock, SpeedLike, seconds, speed_of
 from replay.engine.modes import RecordMode
 from replay.engine.modes import check as check_mode
 from replay.matching import DEFAULT_MATCH_ON, Matcher, MatchIndex, MatchOn
@@ -51,7 +51,7 @@ def _record_mode(value: RecordMode | str | None) -> RecordMode | str | None:
 def _speed(value: SpeedLike | None) -> SpeedLike | None:
     """`value` as given, once it is known to be a speed (None: the run's default)."""
     if value is not None and not is_virtual(value):
-        parse_speed(value)
+        speed_of(value)
     return value
 
 
