@@ -17,6 +17,8 @@ and whose `describe()` says in words what it does (used in reports).
     status(code, headers=, body=, times=K) answer `code` instead, for the first K attempts
                                           at the interaction (None: always), then the recording
     rechunk(size=1 | "random", seed=)     the same bytes, other chunk boundaries
+    resplit(seed, at=, every=)            the same bytes split where parsers break, drawn
+                                          from `seed` (`replay.faults.resplit`)
     rechunk("events")                     the same bytes, one chunk per event
     slow(factor)                          every recorded time multiplied by `factor`
     jitter(ms, seed=)                     each chunk moved by up to ±ms, kept in order
@@ -48,6 +50,7 @@ from typing import Any, Literal, Union
 
 from replay.errors import ConfigurationError
 from replay.faults.reshape import INSIDE
+from replay.faults.resplit import Resplit, resplit
 from replay.faults.types import (
     JSON_CONTENT,
     Cut,
@@ -74,6 +77,7 @@ __all__ = [
     "Jitter",
     "Outcome",
     "Rechunk",
+    "Resplit",
     "Slow",
     "Stall",
     "Status",
@@ -82,6 +86,7 @@ __all__ = [
     "jitter",
     "parse",
     "rechunk",
+    "resplit",
     "slow",
     "stall",
     "status",
@@ -251,6 +256,7 @@ _FACTORIES: dict[str, Callable[..., Fault]] = {
     "stall": stall,
     "status": status,
     "rechunk": rechunk,
+    "resplit": resplit,
     "slow": slow,
     "jitter": jitter,
 }

@@ -206,6 +206,9 @@ def _explain_failure(item: pytest.Item, session: CassetteSession, report: Any) -
     """Add what replay knows of a failed test to its report: faults, unmatched requests."""
     if session.options.faults:
         report.sections.append(_fault_report(session))
+    policy = session.speed_note()
+    if policy is not None:
+        report.sections.append(("replay: speed policy", policy))
     if session.mismatches:
         lines = [str(error) for error in session.mismatches]
         lines.append(f"To record it: pytest --record-mode=new_episodes '{selector(item.nodeid)}'")
