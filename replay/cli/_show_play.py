@@ -37,6 +37,14 @@ def add_verbs(verbs: Verbs) -> None:
         help="a sparkline of each interaction's chunk arrivals, with TTFB, TTFT, duration",
     )
     show.add_argument(
+        "--speed",
+        default=None,
+        metavar="SPEC",
+        help="--timeline: also the times played at this speed or policy, before any run "
+        "(e.g. 'ttft=recorded,rest=instant', '10x,max_gap=0.05')",
+    )
+    add_fault_option(show)
+    show.add_argument(
         "--width",
         type=_width,
         default=None,
@@ -54,7 +62,11 @@ def add_verbs(verbs: Verbs) -> None:
     )
     play.add_argument("cassette", type=Path, metavar="CASSETTE")
     play.add_argument("-i", "--interaction", type=int, default=0, metavar="N", help="index (0)")
-    play.add_argument("--speed", default="1", help="1 (default), 10x, instant")
+    play.add_argument(
+        "--speed",
+        default="1",
+        help="1 (default), 10x, instant, or a policy: 'ttft=recorded,rest=10x'",
+    )
     add_fault_option(play)
 
 
@@ -70,10 +82,13 @@ def _width(value: str) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from replay.errors import ConfigurationError
     from replay.inspect import describe
     from replay.run.site.parts import left_behind
     from replay.store.cassette import Cassette
 
+    if (args.speed is not None or args.faults) and not args.timeline:
+        raise ConfigurationError("--speed and --fault go with --timeline")
     extra, note = left_behind(args.cassette)  # what a killed session left beside it
     if extra:
         held = load_cassette(args.cassette).interactions if args.cassette.exists() else []
@@ -87,6 +102,10 @@ def _show(args: argparse.Namespace) -> int:
         text = describe.raw(cassette)
     elif args.json:
         text = describe.to_json(cassette)
+    elif args.timeline and (args.speed is not None or args.faults):
+        from replay.inspect.played import played_timeline
+
+        text = played_timeline(cassette, args.speed or "1", faults=args.faults)
     elif args.timeline:
         text = describe.timeline(cassette)
     else:

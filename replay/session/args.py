@@ -85,19 +85,25 @@ def clocks_for(speed: SpeedLike, given: Clock | None) -> Clocks:
             raise ConfigurationError("speed 'virtual' brings its own clock: do not pass clock=")
         from replay.clock.vtime import RealClock, VirtualTime
 
-        _ready_to_wait()
+        policy = _policy_on_virtual_time(speed)
+        _ready_to_wait(policy)
         # Recordings stamp real time, even in a virtual-time session.
-        return True, _policy_on_virtual_time(speed), VirtualTime(), RealClock()
+        return True, policy, VirtualTime(), RealClock()
     factor = speed_of(speed)
     if factor != INSTANT:
-        _ready_to_wait()
+        _ready_to_wait(factor)
     return False, factor, given or MonotonicClock(), None
 
 
-def _ready_to_wait() -> None:
-    """Import now what a replay that waits needs (its Stepper), so that nothing is imported
-    between a request's start and its first wait: the first replay of a process on time."""
-    import replay.engine.stepper  # noqa: F401
+def _ready_to_wait(speed: Speed) -> None:
+    """Import now what a replay that waits needs (its Stepper; the dialects, for a policy
+    that keeps the time to first token), so that nothing is imported between a request's
+    start and its first wait: the first replay of a process on time."""
+    import replay.engine.stepper
+
+    if not isinstance(speed, (int, float)) and speed.needs_ttft:
+        import replay.dialects.texts
+        import replay.inspect.timing  # noqa: F401
 
 
 def is_virtual(speed: SpeedLike) -> bool:
