@@ -248,3 +248,25 @@ def test_the_pytest_option_takes_a_policy(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode != 0
     assert "--replay-speed: speed policy rest='nonsense': not a factor" in result.stderr
+
+
+def test_serve_plays_a_policy(recorded: tuple[str, Path]) -> None:
+    import anyio
+
+    from replay.server.serve import SERVE_MATCH_ON, ReplayApp
+
+    _, path = recorded
+    cassette = replay.Cassette.load(path, match_on=SERVE_MATCH_ON)
+    ttft = timing.ttft(cassette.interactions[0].response)
+    clock = VirtualClock()
+    app = ReplayApp(cassette, speed="ttft=recorded,rest=instant", clock=clock, log=lambda _: None)
+
+    async def ask() -> bytes:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            sent = {"input": "hi", "model": "m", "stream": True}
+            answer = await client.post("/v1/responses", json=sent)
+            return answer.content
+
+    assert anyio.run(ask) == cassette.interactions[0].response.body
+    assert clock.now() == pytest.approx(ttft, abs=1e-9)

@@ -85,7 +85,8 @@ class ReplayTransport(_Shell, httpx.BaseTransport):
         cassette: the recorded interactions; each plays once, in order, unless the
             cassette allows repeats.
         speed: 1 = as recorded, 10 = ten times faster, "instant" (or math.inf) = no waiting;
-            "10x" style strings are accepted.
+            "10x" style strings are accepted; or a speed policy ("ttft=recorded,rest=instant",
+            a mapping, a `SpeedPolicy`: `replay.clock.policy`).
         redactor: applied to each request before matching (as it was before recording).
         clock: the clock to wait on (default: the real monotonic clock; a
             `replay.clock.vtime.VirtualTime` for virtual time, a `VirtualClock` in unit tests).

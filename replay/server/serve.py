@@ -152,7 +152,8 @@ class ReplayApp:
 
     Args:
         cassette: the interactions to serve, e.g. `Cassette.load(path, match_on=SERVE_MATCH_ON)`.
-        speed: 1 = as recorded, 10 = ten times faster, "instant" = no waiting.
+        speed: 1 = as recorded, 10 = ten times faster, "instant" = no waiting, or a speed
+            policy (`replay.clock.policy`).
         redactor: applied to each request before matching, as it was before recording.
         clock: the clock to wait on (default: the real monotonic clock).
         faults: `replay.faults` values or specs applied to what is served.
@@ -281,7 +282,8 @@ def serve(
     Args:
         cassette_path: the cassette to answer from.
         port: the port to listen on; 0 picks a free one (the start line tells which).
-        speed: 1 = as recorded, 10 = ten times faster, "instant" = no waiting.
+        speed: 1 = as recorded, 10 = ten times faster, "instant" = no waiting, or a speed
+            policy (`replay.clock.policy`).
         repeat: let an interaction answer more than once.
         faults: faults (or specs such as "cut(after_events=3)") applied to what is served.
         allow_hosts: `Host` names served besides the loopback ones.

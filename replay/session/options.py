@@ -89,7 +89,8 @@ class SessionOptions:
     #: pytest, `--replay-speed` or the ini file's is the default); "virtual": as recorded on
     #: virtual time — no waiting, yet `time.monotonic`, `perf_counter`, `time` and asyncio's
     #: loop time move by the recorded gaps while the session is active (see `replay.clock.vtime`
-    #: for how, and its limits).
+    #: for how, and its limits); or a speed policy: "ttft=recorded,rest=instant", a mapping of
+    #: its keys, a `SpeedPolicy` (`replay.clock.policy`), "virtual,..." for one on virtual time.
     speed: SpeedLike | None = attrs.field(default=None, converter=_speed)
     #: The clock replay waits on (a `VirtualClock` in tests of timing logic).
     clock: Clock | None = None
