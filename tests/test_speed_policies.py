@@ -64,6 +64,9 @@ def test_max_gap_leaves_the_kept_time_to_first_token_alone() -> None:
 def test_per_phase_factors() -> None:
     played = parse_policy("headers=recorded,first=instant,body=2x").timeline(TIMES)
     assert played == pytest.approx([0.1, 0.1, 0.2, 0.4, 0.45])
+    # `first` runs to the first complete event (here the second chunk's).
+    played = parse_policy("first=recorded,rest=instant").timeline(TIMES, first_event=0.5)
+    assert played == pytest.approx([0.0, 0.2, 0.4, 0.4, 0.4])
     # A phase not named plays at `rest`.
     assert parse_policy("headers=1,rest=instant").timeline(TIMES) == [0.1] * 5
 
@@ -270,3 +273,29 @@ def test_serve_plays_a_policy(recorded: tuple[str, Path]) -> None:
 
     assert anyio.run(ask) == cassette.interactions[0].response.body
     assert clock.now() == pytest.approx(ttft, abs=1e-9)
+
+
+def test_a_failure_under_jitter_shows_the_seed(recorded: tuple[str, Path], tmp_path: Path) -> None:
+    url, path = recorded
+    spec = "rest=instant,jitter=0.001,seed=42"
+    session = replay.use_cassette(path, record_mode="none", speed=spec, clock=VirtualClock())
+    client = openai.OpenAI(api_key=KEY, base_url=f"{url}/v1", max_retries=0)
+    with pytest.raises(AssertionError) as raised, session:  # noqa: PT012 - inside the session
+        list(client.responses.create(model="m", input="hi", stream=True))
+        raise AssertionError("the client's own check failed")
+    assert f"replay: speed policy {spec} (seed 42" in "\n".join(raised.value.__notes__)
+
+    test = tmp_path / "test_jittered.py"
+    test.write_text(
+        "import pytest\n\n"
+        f"@pytest.mark.use_cassette({str(path)!r}, record_mode='none', speed={spec!r})\n"
+        "def test_fails():\n"
+        "    assert False\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "replay: speed policy" in result.stdout
+    assert f"speed policy {spec} (seed 42: the same spec replays the same times)" in result.stdout

@@ -14,9 +14,9 @@ Keys (the same in `use_cassette(speed=...)`, `SpeedPolicy(...)`, the pytest mark
 
 - `rest`: the factor of every gap no other key names (1 = as recorded, "10x", "instant");
   a bare factor among the items is `rest` ("10x,max_gap=0.05").
-- `headers`, `first`, `body`: the factor of the gap before the headers, of the gap from
-  the headers to the first body chunk (the first byte), and of every later gap (the end's
-  too).
+- `headers`, `first`, `body`: the factor of the gap before the headers, of the gaps from
+  the headers to the first complete event (`replay.inspect.timing.first_event`; the first
+  body chunk when there is none), and of every later gap (the end's too).
 - `ttft`: the factor of every gap up to the first token (the chunk that completes the
   stream's first text delta, `replay.inspect.timing.ttft`; the first event when the
   dialect has no text deltas): "recorded" keeps the time to first token exactly. It wins
@@ -174,6 +174,11 @@ class SpeedPolicy(Frozen):
         """Whether `timeline` needs the stream's time to first token."""
         return self.ttft is not None
 
+    @property
+    def needs_first_event(self) -> bool:
+        """Whether `timeline` needs the time of the stream's first complete event."""
+        return self.first is not None
+
     def __str__(self) -> str:
         items = []
         for key in ("ttft", "headers", "first", "body"):
@@ -191,14 +196,21 @@ class SpeedPolicy(Frozen):
         return ",".join(items)
 
     def timeline(
-        self, times: Sequence[float], *, ttft: float | None = None, salt: int = 0
+        self,
+        times: Sequence[float],
+        *,
+        ttft: float | None = None,
+        first_event: float | None = None,
+        salt: int = 0,
     ) -> list[float]:
         """The played times of steps recorded at `times` (seconds since the send, in order:
-        the headers, each chunk, the end), given the recorded time to first token `ttft`
-        (None: unknown, the first chunk's) and `salt` (the interaction's position: what the
-        jitter draws from, with the seed)."""
-        if ttft is None and len(times) > 1:
-            ttft = times[1]
+        the headers, each chunk, the end), given the recorded times of the first token
+        `ttft` and of the first complete event `first_event` (None: unknown, the first
+        chunk's) and `salt` (the interaction's position: what the jitter draws from, with
+        the seed)."""
+        if len(times) > 1:
+            ttft = times[1] if ttft is None else ttft
+            first_event = times[1] if first_event is None else first_event
         rng = random.Random(f"{self.seed}/{salt}") if self.jitter else None
         played: list[float] = []
         now = before = 0.0
@@ -209,7 +221,7 @@ class SpeedPolicy(Frozen):
                 now += gap / self.ttft
                 played.append(now)
                 continue
-            gap /= self._phase(step)
+            gap /= self._phase(step, at <= (first_event or 0.0))
             if rng is not None and self.jitter is not None:
                 gap += rng.uniform(0.0, self.jitter)
             if self.max_gap is not None:
@@ -218,9 +230,10 @@ class SpeedPolicy(Frozen):
             played.append(now)
         return played
 
-    def _phase(self, step: int) -> float:
-        """The factor of the gap before step `step` (0: the headers, 1: the first chunk)."""
-        named = self.headers if step == 0 else self.first if step == 1 else self.body
+    def _phase(self, step: int, first: bool) -> float:
+        """The factor of the gap before step `step` (0: the headers), `first` when it comes
+        no later than the first complete event."""
+        named = self.headers if step == 0 else self.first if first else self.body
         return self.rest if named is None else named
 
 

@@ -251,13 +251,17 @@ def played_times(
     """When each step of `response` plays under `policy` (seconds since the send; the
     headers, each chunk, the end), `salt` drawn from by its jitter: what the Stepper waits
     for, and what `replay show --timeline` draws."""
-    ttft = None
-    if policy.needs_ttft:
-        from replay.inspect import timing  # (only for a policy that keeps the time to token)
+    ttft = first = None
+    if policy.needs_ttft or policy.needs_first_event:
+        from replay.inspect import timing  # (only for a policy that needs the events)
 
-        ttft = timing.ttft(response)
+        try:
+            ttft = timing.ttft(response) if policy.needs_ttft else None
+            first = timing.first_event(response) if policy.needs_first_event else None
+        except ValueError:  # a body that does not decode: no events (the first chunk's time)
+            pass
     times = recorded_steps(response, timeouts)
-    return policy.timeline(times, ttft=ttft, salt=salt)
+    return policy.timeline(times, ttft=ttft, first_event=first, salt=salt)
 
 
 def step_sync(stepper: Stepper, clock: Clock) -> Step:

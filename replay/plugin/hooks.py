@@ -211,10 +211,10 @@ def _check_settings(config: pytest.Config) -> None:
 
 def _check_speed(origin: str, speed: str) -> None:
     from replay.errors import ConfigurationError
-    from replay.session.args import clocks_for
+    from replay.session.args import session_speed
 
     try:
-        clocks_for(speed, None)
+        session_speed(speed)
     except ConfigurationError as error:
         raise pytest.UsageError(f"{origin}: {error}") from None
 

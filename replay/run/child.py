@@ -33,16 +33,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from replay.adapters.network import program_block
-from replay.clock import format_speed, speed_of
 from replay.errors import ConfigurationError
 from replay.faults import Fault, coerce
 from replay.model import Interaction
 from replay.run.report import Reach, StatusLine, is_terminal, summary_lines
-from replay.run.settings import SESSION_NAMES
+from replay.run.settings import SESSION_NAMES, speed_text
 from replay.run.site import HOOK_DIRECTORY, settings_environment
 from replay.run.site.parts import PartsDirectory, recover
 from replay.run.supervise import Signals, run_program
-from replay.session.args import is_virtual
 from replay.store.atomic import check_saveable
 from replay.store.file import load_interactions
 
@@ -203,7 +201,7 @@ def replay_command(
         cassette,
         (block_network, allowed_hosts),
         record_mode=mode,
-        speed=_speed_text(speed),
+        speed=speed_text(speed),
         faults=_fault_specs(faults),
         ignore_hosts=ignore_hosts,
         ignore_localhost=ignore_localhost,
@@ -262,12 +260,6 @@ def _say_if_unreached(reach: Reach, stream: TextIO) -> None:
 
 
 # -- running the program ---------------------------------------------------------------------
-
-
-def _speed_text(speed: str) -> str:
-    if is_virtual(speed):
-        return speed.strip()
-    return format_speed(speed_of(speed))
 
 
 def _fault_specs(faults: Sequence[str | Fault]) -> list[str]:

@@ -18,11 +18,11 @@ from typing import Any
 
 import attrs
 
-from replay.clock import SpeedLike, format_speed, speed_of
+from replay.clock import SpeedLike, format_speed
 from replay.errors import ConfigurationError
 from replay.matching import DEFAULT_MATCH_ON
 from replay.run.descendants import Carrier, carry
-from replay.session.args import is_virtual
+from replay.session.args import session_speed
 from replay.session.options import SessionOptions, redactor_for
 
 __all__ = [
@@ -116,10 +116,10 @@ ARRIVE = "replay.run.site:arrive"
 
 def speed_text(speed: SpeedLike) -> str:
     """A speed as `ENV_SPEED` holds it."""
-    if is_virtual(speed):
-        assert isinstance(speed, str)
-        return speed.strip()
-    return format_speed(speed_of(speed))
+    virtual, played = session_speed(speed)
+    if virtual:  # as recorded, or a policy, on virtual time
+        return "virtual" if played == 1.0 else f"virtual,{format_speed(played)}"
+    return format_speed(played)
 
 
 def settings_environment(

@@ -32,6 +32,7 @@ __all__ = [
     "ignored_hosts",
     "is_virtual",
     "on_virtual_time",
+    "session_speed",
 ]
 
 #: The speed that replays as recorded on virtual time.
@@ -85,7 +86,7 @@ def clocks_for(speed: SpeedLike, given: Clock | None) -> Clocks:
             raise ConfigurationError("speed 'virtual' brings its own clock: do not pass clock=")
         from replay.clock.vtime import RealClock, VirtualTime
 
-        policy = _policy_on_virtual_time(speed)
+        policy = session_speed(speed)[1]
         _ready_to_wait(policy)
         # Recordings stamp real time, even in a virtual-time session.
         return True, policy, VirtualTime(), RealClock()
@@ -101,7 +102,7 @@ def _ready_to_wait(speed: Speed) -> None:
     start and its first wait: the first replay of a process on time."""
     import replay.engine.stepper
 
-    if not isinstance(speed, (int, float)) and speed.needs_ttft:
+    if not isinstance(speed, (int, float)) and (speed.needs_ttft or speed.needs_first_event):
         import replay.dialects.texts
         import replay.inspect.timing  # noqa: F401
 
@@ -114,11 +115,18 @@ def is_virtual(speed: SpeedLike) -> bool:
     return VIRTUAL in (item.strip().lower() for item in speed.split(","))
 
 
-def _policy_on_virtual_time(speed: SpeedLike) -> Speed:
-    """The speed played on virtual time: as recorded, or the policy given with "virtual"."""
+def session_speed(speed: SpeedLike) -> tuple[bool, Speed]:
+    """Whether `speed` asks for virtual time, and the speed played (on virtual time: as
+    recorded, or the policy given with "virtual").
+
+    Raises:
+        ConfigurationError: a bad speed or policy.
+    """
+    if not is_virtual(speed):
+        return False, speed_of(speed)
     assert isinstance(speed, str)
     items = [item for item in speed.split(",") if item.strip().lower() != VIRTUAL]
-    return speed_of(",".join(items)) if items else 1.0
+    return True, speed_of(",".join(items)) if items else 1.0
 
 
 def on_virtual_time(clock: Clock) -> TypeGuard[VirtualTime]:
