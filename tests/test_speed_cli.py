@@ -118,3 +118,19 @@ def test_run_keeps_the_time_to_first_token_on_virtual_time(
     assert last == pytest.approx(first, abs=0.005)  # nothing waits after the first token
     # Virtual time: only the waits pass (and the child's own waiting, a few ms at most).
     assert ttft <= first < ttft + 0.05
+
+
+def test_the_played_cassette_is_what_the_report_compares(recorded: tuple[str, Path]) -> None:
+    from replay.inspect.played import played_cassette
+    from replay.inspect.report import report
+
+    _, path = recorded
+    cassette = replay.Cassette.load(path)
+    response = cassette.interactions[0].response
+    ttft = timing.ttft(response)
+    played = played_cassette(cassette, "ttft=recorded,rest=instant").interactions[0].response
+    assert played.body == response.body
+    assert timing.ttft(played) == ttft
+    assert played.duration == ttft
+    page = report(cassette, played_cassette(cassette, "ttft=recorded,rest=instant"))
+    assert page.startswith("<!DOCTYPE html>") or "<html" in page

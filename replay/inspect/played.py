@@ -1,5 +1,6 @@
 """What a speed (a factor or a policy) and faults will do to each stream, before it is run:
-`replay show --timeline --speed SPEC`.
+`replay show --timeline --speed SPEC` (`played_timeline`), and the cassette as it will be
+played (`played_cassette`: `replay report CASSETTE --speed SPEC` compares it with the file).
 
 For each interaction, two rows on one time scale: the recorded timeline and the played one
 (the times the Stepper will wait for, from `replay.engine.stepper.played_times`, the one
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import attrs
+
 from replay.clock import SpeedLike, format_speed, speed_of
 from replay.clock.policy import SpeedPolicy
 from replay.engine import Player
@@ -19,10 +22,10 @@ from replay.engine.stepper import played_times, recorded_steps
 from replay.faults import FaultLike
 from replay.inspect.describe import SPARK_WIDTH, sparkline
 from replay.inspect.printable import printable
-from replay.model import Response
+from replay.model import Chunks, Response
 from replay.store.cassette import Cassette
 
-__all__ = ["played_timeline"]
+__all__ = ["played_cassette", "played_timeline"]
 
 _ROW = "{:>3}  {:<8}  {}  {:>9}  {:>9}  {:>9}  {:>11}"
 
@@ -67,6 +70,31 @@ def played_timeline(
     if not cassette.interactions:
         lines.append("(no interactions)")
     return printable("\n".join(lines)) + "\n"
+
+
+def played_cassette(
+    cassette: Cassette, speed: SpeedLike, *, faults: Iterable[FaultLike] = ()
+) -> Cassette:
+    """`cassette` as it will be played at `speed` under `faults`: each response with the
+    times the replay waits for (the requests and bytes as the faults leave them).
+
+    Raises:
+        ConfigurationError: a bad speed or fault.
+    """
+    policy = _policy(speed)
+    player = Player(cassette, faults=faults)
+    interactions = []
+    for index, interaction in enumerate(cassette.interactions):
+        response = player.play(index).response
+        played = played_times(response, policy, salt=index)
+        moved = attrs.evolve(
+            response,
+            headers_at=played[0],
+            chunks=Chunks(played[1:-1], response.chunks.payloads),
+            end=attrs.evolve(response.end, at=played[-1]),
+        )
+        interactions.append(attrs.evolve(interaction, response=moved))
+    return Cassette(interactions)
 
 
 def _ttft_step(response: Response) -> int | None:
