@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import replay
 from replay.clock import INSTANT, VirtualClock, format_speed, speed_of
@@ -79,6 +81,41 @@ def test_jitter_is_reproducible_by_its_seed_and_keeps_the_order() -> None:
     assert all(0 <= b - a <= 0.01 for a, b in itertools.pairwise([0.0, *played]))
     assert played != parse_policy("rest=instant,jitter=0.01,seed=8").timeline(TIMES)
     assert played != policy.timeline(TIMES, salt=1)  # each interaction its own draw
+
+
+timelines = st.lists(st.floats(0, 100), min_size=2, max_size=30).map(sorted)
+factors = st.sampled_from(["recorded", "instant", "10x", "0.5x", None])
+
+
+@given(
+    times=timelines,
+    ttft=factors,
+    body=factors,
+    max_gap=st.sampled_from([None, 0.0, 0.05, 3.0]),
+    jitter=st.sampled_from([None, 0.01, 1.0]),
+    seed=st.integers(0, 10),
+)
+def test_every_policy_keeps_the_order_and_its_promises(
+    times: list[float],
+    ttft: str | None,
+    body: str | None,
+    max_gap: float | None,
+    jitter: float | None,
+    seed: int,
+) -> None:
+    policy = SpeedPolicy("3x", ttft=ttft, body=body, max_gap=max_gap, jitter=jitter, seed=seed)
+    mark = times[len(times) // 2]
+    played = policy.timeline(times, ttft=mark)
+    assert len(played) == len(times)
+    assert played == sorted(played)
+    assert played[0] >= 0
+    kept = [n for n, at in enumerate(times) if at <= mark]
+    if ttft == "recorded":  # the time to first token exactly as recorded
+        assert played[kept[-1]] == pytest.approx(times[kept[-1]])
+    if max_gap is not None:
+        gaps = [b - a for a, b in itertools.pairwise(played)]
+        outside = gaps[kept[-1] :] if ttft is not None else gaps
+        assert all(gap <= max_gap + 1e-9 for gap in outside)
 
 
 def test_a_random_seed_is_drawn_once_and_written_in_the_spec() -> None:
