@@ -134,3 +134,33 @@ def test_the_played_cassette_is_what_the_report_compares(recorded: tuple[str, Pa
     assert played.duration == ttft
     page = report(cassette, played_cassette(cassette, "ttft=recorded,rest=instant"))
     assert page.startswith("<!DOCTYPE html>") or "<html" in page
+
+
+def test_a_failed_run_says_the_seeds_that_replay_it(
+    recorded: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, path = recorded
+    program = tmp_path / "fragile.py"
+    program.write_text(
+        textwrap.dedent(f"""
+            import httpx
+            with httpx.Client() as client:
+                body = {{"input": "hi", "model": "m", "stream": True}}
+                with client.stream("POST", "{url}/v1/responses", json=body) as response:
+                    for chunk in response.iter_raw():
+                        assert chunk.endswith(b"\\n\\n"), "an event split across reads"
+        """)
+    )
+    result = replay_text(
+        "run", str(path), "--speed", "rest=instant,jitter=0.001,seed=random",
+        "--fault", "resplit(seed=3)", "--", sys.executable, str(program),
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "an event split across reads" in result.stderr
+    said = result.stderr.strip().splitlines()[-1]
+    assert said.startswith(
+        "replay run: the program failed under --speed rest=instant,jitter=0.001,seed="
+    )
+    assert said.endswith("--fault 'resplit(seed=3)'")
+    seed = said.split("seed=")[1].split()[0]
+    assert seed.isdigit()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import collections
 import functools
 import os
+import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -110,6 +111,13 @@ def record_command(
         if not recorded:  # (a program killed before its exit recorded, yet never said so)
             _say_if_unreached(reach, stream)
     return _exit_status(code, signals)
+
+
+def _say_how_to_replay(speed: str, faults: list[str], stream: TextIO) -> None:
+    """After a failed run under faults or a seeded policy: the options (seeds included) that
+    replay the same streams."""
+    options = [f"--speed {shlex.quote(speed)}"] + [f"--fault {shlex.quote(f)}" for f in faults]
+    print(f"replay run: the program failed under {' '.join(options)}", file=stream)
 
 
 def _record(
@@ -197,12 +205,13 @@ def replay_command(
         ConfigurationError: a bad speed or fault, an unknown mode or an empty command.
     """
     _check_mode(mode, RUN_MODES, "replay run")
+    chosen, specs = speed_text(speed), _fault_specs(faults)  # (a seed drawn is drawn here)
     settings = _settings(
         cassette,
         (block_network, allowed_hosts),
         record_mode=mode,
-        speed=speed_text(speed),
-        faults=_fault_specs(faults),
+        speed=chosen,
+        faults=specs,
         ignore_hosts=ignore_hosts,
         ignore_localhost=ignore_localhost,
     )
@@ -215,6 +224,8 @@ def replay_command(
         if mode != "none":
             _print_new(cassette, before, stream)
         _say_if_unreached(reach, stream)
+        if code and (specs or "seed=" in chosen):
+            _say_how_to_replay(chosen, specs, stream)
     return _exit_status(code, signals)
 
 
