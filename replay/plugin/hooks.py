@@ -71,6 +71,13 @@ def _library_not_rewritten(pluginmanager: Any) -> None:
         cache.clear()
 
 
+def pytest_addhooks(pluginmanager: Any) -> None:
+    """pytest-recording's hook, declared in its absence (`replay.plugin.vcr_compat`)."""
+    from replay.plugin.vcr_compat import add_hookspec
+
+    add_hookspec(pluginmanager, pytest_recording_comes=_pytest_recording_comes(pluginmanager))
+
+
 def pytest_addoption(parser: pytest.Parser, pluginmanager: Any) -> None:
     """The command-line options (those pytest-recording shares left to it, when it comes)
     and the ini settings."""
@@ -112,6 +119,14 @@ def _add_options(group: Any, *, declare_shared: bool) -> None:
             help="fail any request no cassette handles (loopback allowed: see "
             "replay_allowed_hosts)",
         )
+    if declare_shared:
+        _add_shared(
+            group,
+            "--disable-recording",
+            action="store_true",
+            default=None,
+            help="pytest-recording's: tests marked vcr run without a cassette",
+        )
     group.addoption(
         "--strict-cassettes",
         action="store_true",
@@ -123,6 +138,13 @@ def _add_options(group: Any, *, declare_shared: bool) -> None:
 def _add_ini(parser: pytest.Parser) -> None:
     """The ini settings: the defaults of the command-line options, and the hosts."""
     parser.addini("replay_record_mode", "default record mode", default="once")
+    parser.addini(
+        "replay_match_on",
+        "default matchers of a cassette that names none (default: method scheme host port "
+        "path query body)",
+        type="args",
+        default=[],
+    )
     parser.addini("replay_speed", "default replay speed", default="instant")
     parser.addini("replay_cassette_dir", "directory of default cassettes", default="")
     parser.addini("replay_block_network", "block the network", type="bool", default=False)
@@ -167,6 +189,9 @@ def pytest_configure(config: pytest.Config) -> None:
     from replay.plugin.run import Run
 
     config.pluginmanager.register(Run(config), "replay-run")
+    from replay.plugin.vcr_compat import serve
+
+    serve(config, _session_for)
 
 
 def _block_network(config: pytest.Config) -> None:
@@ -259,6 +284,7 @@ class _Settings(NamedTuple):
     ini_record_mode: str
     ignore_hosts: list[str]
     ignore_localhost: bool
+    match_on: list[str]
 
 
 _SETTINGS = pytest.StashKey[_Settings]()
@@ -275,6 +301,7 @@ def _settings(config: pytest.Config) -> _Settings:
             ini_record_mode=config.getini("replay_record_mode"),
             ignore_hosts=config.getini("replay_ignore_hosts"),
             ignore_localhost=config.getini("replay_ignore_localhost"),
+            match_on=config.getini("replay_match_on"),
         )
     return settings
 
@@ -307,6 +334,8 @@ def _session_for(request: pytest.FixtureRequest, marker: pytest.Mark | None) -> 
             path.unlink()
     if chosen is not None:  # the run's mode, imposed on every session, may still override it
         options["record_mode"] = "all" if chosen == "rewrite" else chosen
+    if settings.match_on:
+        options.setdefault("match_on", settings.match_on)
     options.setdefault("ignore_hosts", settings.ignore_hosts)
     options.setdefault("ignore_localhost", settings.ignore_localhost)
     return use_cassette(path, **options)

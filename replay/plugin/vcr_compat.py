@@ -1,0 +1,285 @@
+"""pytest-recording's surface, served by replay when pytest-recording is not active.
+
+A suite written for pytest-recording runs as it is: `@pytest.mark.vcr` (on the test, its
+class or its module: the marks' keywords merge, the closest winning per key, on the
+`vcr_config` fixture's), the `vcr` fixture (a `VcrCassette`: `requests`, `responses`,
+`play_count(s)`, `all_played`, `record_mode`), the `vcr_config`, `vcr_cassette_dir`,
+`default_cassette_name`, `record_mode` and `disable_recording` fixtures, the
+`default_cassette` mark, and the `pytest_recording_configure(config, vcr)` hook (called once
+a run, with a `VcrRegistry`). What the options become is `replay.convert.vcrpy_options`'s.
+
+A test's cassette is `<vcr_cassette_dir>/<its replay name>.msgpack` (`replay migrate` names
+them so), else the `.msgpack` named after pytest-recording's name for it. A cassette
+`replay migrate` marked replays under the matching it was recorded under, unless the marks
+or `vcr_config` name one; recording it again (`all`, `rewrite`) drops the mark, and the
+summary says so. The record mode: `--record-mode`, else the marks' or `vcr_config`'s, else
+the ini file's `replay_record_mode` if it sets one, else pytest-recording's default, `none`.
+
+`replay.plugin.hooks` registers this module as a plugin (`serve`) only when pytest-recording
+is neither loaded nor about to be: with it active, replay changes nothing of its surface.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
+
+import pytest
+
+if TYPE_CHECKING:
+    from replay.convert.vcrpy_options import VcrCassette, VcrRegistry
+    from replay.session.lifecycle import CassetteSession
+
+#: `replay.plugin.hooks`' maker of a test's session of a `use_cassette` mark.
+SessionFor = Callable[[pytest.FixtureRequest, "pytest.Mark | None"], "CassetteSession"]
+
+__all__ = ["add_hookspec", "recording_plugin_active", "serve"]
+
+_NAME = "replay-vcr"
+_FORBIDDEN = r"<>?%*:|\"'/\\"  # what pytest-recording replaces with "-" in a cassette name
+
+
+class _Spec:
+    """The hook pytest-recording declares, declared by replay in its absence."""
+
+    @staticmethod
+    def pytest_recording_configure(config: pytest.Config, vcr: Any) -> None:
+        """Configure the `vcr` object (register matchers, serializers) before cassettes."""
+
+
+def recording_plugin_active(pluginmanager: Any) -> bool:
+    """Whether pytest-recording is loaded (by entry point, or by `-p pytest_recording.plugin`)."""
+    if pluginmanager.has_plugin("recording"):
+        return True
+    return any(
+        getattr(plugin, "__name__", "") == "pytest_recording.plugin"
+        for plugin in pluginmanager.get_plugins()
+    )
+
+
+def add_hookspec(pluginmanager: Any, *, pytest_recording_comes: bool) -> None:
+    """Declare `pytest_recording_configure` unless pytest-recording does (or will): a conftest
+    that implements it then still loads."""
+    if pytest_recording_comes or recording_plugin_active(pluginmanager):
+        return
+    caller = getattr(pluginmanager.hook, "pytest_recording_configure", None)
+    if caller is None or not caller.has_spec():
+        pluginmanager.add_hookspecs(_Spec)
+
+
+def serve(config: pytest.Config, session_for: SessionFor) -> None:
+    """Serve pytest-recording's surface in this run, unless pytest-recording is active.
+
+    Args:
+        session_for: how the plugin makes a test's session of a `use_cassette` mark
+            (`replay.plugin.hooks`'): each `vcr` cassette is made as one.
+    """
+    manager = config.pluginmanager
+    if recording_plugin_active(manager) or manager.has_plugin(_NAME):
+        return
+    import sys
+
+    for line in (
+        "vcr: pytest-recording's mark, served by replay: record/replay this test's HTTP",
+        "default_cassette(name): pytest-recording's: this test's cassette name",
+        "block_network: pytest-recording's (not honoured by replay: use --block-network)",
+        "allowed_hosts: pytest-recording's (not honoured by replay)",
+    ):
+        config.addinivalue_line("markers", line)
+    config.stash[_NOTES] = _Notes(session_for)
+    manager.register(sys.modules[__name__], _NAME)
+
+
+class _Notes:
+    """What the run tells at its end: what was not honoured, what moved to replay's matching."""
+
+    def __init__(self, session_for: SessionFor) -> None:
+        self.session_for = session_for
+        self.unhonoured: set[str] = set()
+        self.rerecorded: list[tuple[str, tuple[str, ...]]] = []
+        self.registry: VcrRegistry | None = None
+
+
+_NOTES = pytest.StashKey[_Notes]()
+
+
+def _registry(config: pytest.Config) -> VcrRegistry:
+    """The run's `VcrRegistry`, made (and handed to `pytest_recording_configure`) once."""
+    notes = config.stash[_NOTES]
+    if notes.registry is None:
+        from replay.convert.vcrpy_options import VcrRegistry
+
+        notes.registry = VcrRegistry()
+        config.hook.pytest_recording_configure(config=config, vcr=notes.registry)
+        notes.unhonoured.update(notes.registry.unhonoured)
+    return notes.registry
+
+
+def _explicit_ini_mode(config: pytest.Config) -> str | None:
+    """The ini file's `replay_record_mode`, if it sets one."""
+    if "replay_record_mode" not in config.inicfg:
+        return None
+    mode: str = config.getini("replay_record_mode")
+    return mode
+
+
+@pytest.fixture(scope="session")
+def record_mode(request: pytest.FixtureRequest) -> str:
+    """pytest-recording's: `--record-mode`, else the ini file's, else "none"."""
+    mode: str | None = request.config.getoption("record_mode", None)
+    return mode or _explicit_ini_mode(request.config) or "none"
+
+
+@pytest.fixture(scope="session")
+def disable_recording(request: pytest.FixtureRequest) -> bool:
+    """pytest-recording's: `--disable-recording` turns the `vcr` marks off."""
+    return bool(request.config.getoption("disable_recording", False))
+
+
+@pytest.fixture
+def vcr_config() -> dict[str, Any]:
+    """pytest-recording's: the options every `vcr` cassette takes (override it)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def vcr_cassette_dir(request: pytest.FixtureRequest) -> str:
+    """pytest-recording's: `cassettes/<module>/` beside the test module."""
+    module = Path(request.node.path)
+    return os.path.join(module.parent, "cassettes", module.stem)
+
+
+def _pytest_recording_name(name: str) -> str:
+    for character in _FORBIDDEN:
+        name = name.replace(character, "-")
+    return name
+
+
+def _test_name(request: pytest.FixtureRequest) -> str:
+    node_name: str = request.node.name
+    return f"{request.cls.__name__}.{node_name}" if request.cls else node_name
+
+
+@pytest.fixture
+def default_cassette_name(request: pytest.FixtureRequest) -> str:
+    """pytest-recording's: the `default_cassette` mark's name, else `[Class.]test[id]`."""
+    marker = request.node.get_closest_marker("default_cassette")
+    if marker is not None and marker.args:
+        return str(marker.args[0])
+    return _pytest_recording_name(_test_name(request))
+
+
+@pytest.fixture
+def vcr_markers(request: pytest.FixtureRequest) -> list[pytest.Mark]:
+    """pytest-recording's: the test's `vcr` marks, the closest first."""
+    return list(request.node.iter_markers(name="vcr"))
+
+
+def _cassette_path(request: pytest.FixtureRequest, directory: Path, name: str) -> Path:
+    """The test's cassette: under replay's name for it, else under pytest-recording's."""
+    from replay.session.naming import cassette_file_name
+
+    test_name = _test_name(request)
+    own = test_name if name == _pytest_recording_name(test_name) else name
+    path = directory / cassette_file_name(own)
+    if own != name and not path.exists():
+        theirs = directory / cassette_file_name(name)
+        if theirs.exists():
+            return theirs
+    return path
+
+
+def _merged(config: dict[str, Any], markers: list[pytest.Mark]) -> dict[str, Any]:
+    """`vcr_config` updated by the marks' keywords, the farthest first (the closest wins)."""
+    merged = copy.deepcopy(config)
+    for marker in reversed(markers):
+        merged.update(marker.kwargs)
+    return merged
+
+
+class _Use(NamedTuple):
+    """What `replay.plugin.hooks` reads of a `use_cassette` mark."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+@pytest.fixture(autouse=True)
+def vcr(
+    request: pytest.FixtureRequest,
+    vcr_markers: list[pytest.Mark],
+    vcr_cassette_dir: str,
+    record_mode: str,
+    disable_recording: bool,
+) -> Iterator[VcrCassette | None]:
+    """pytest-recording's: the cassette of a test marked `vcr` (None for other tests)."""
+    if disable_recording or not vcr_markers:
+        yield None
+        return
+    __tracebackhide__ = True
+    yield from _use(request, vcr_markers, Path(vcr_cassette_dir), record_mode)
+
+
+def _use(
+    request: pytest.FixtureRequest, markers: list[pytest.Mark], directory: Path, mode: str
+) -> Iterator[VcrCassette]:
+    from replay.convert.migrate import recorded_under, unmark
+    from replay.convert.vcrpy_options import VcrCassette, matchers, session_kwargs
+
+    __tracebackhide__ = True
+    config = request.config
+    notes = config.stash[_NOTES]
+    merged = _merged(request.getfixturevalue("vcr_config"), markers)
+    if any(marker.args for marker in markers):
+        notes.unhonoured.add("the vcr mark's extra cassettes")
+    if request.node.get_closest_marker("block_network") is not None:
+        notes.unhonoured.add("the block_network mark")
+    translated = session_kwargs(merged)
+    notes.unhonoured.update(translated.unhonoured)
+    kwargs = translated.kwargs
+    path = _cassette_path(request, directory, request.getfixturevalue("default_cassette_name"))
+    chosen = config.getoption("record_mode", None) or kwargs.pop("record_mode", None) or mode
+    kwargs["record_mode"] = chosen
+    under = None if translated.match_on is not None else recorded_under(path)
+    again = chosen in ("all", "rewrite")
+    match_on = translated.match_on or (under if under is not None and not again else None)
+    if match_on is not None:
+        registered = _registry(config).matchers
+        kwargs["match_on"] = matchers(match_on, registered, translated.dropped_query)
+    session = notes.session_for(request, cast(pytest.Mark, _Use((str(path),), kwargs)))
+    with session as cassette:
+        yield VcrCassette(cassette, chosen)
+    if under is not None and again and session.saved and unmark(path):
+        notes.rerecorded.append((_shown(path, config), under))
+
+
+def _shown(path: Path, config: pytest.Config) -> str:
+    try:
+        return str(path.relative_to(config.rootpath))
+    except ValueError:
+        return str(path)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Say what moved to replay's matching, and (in one warning) what was not honoured."""
+    from replay.matching import DEFAULT_MATCH_ON
+
+    notes = config.stash.get(_NOTES, None)
+    if notes is None or not (notes.rerecorded or notes.unhonoured):
+        return
+    terminalreporter.write_sep("-", "replay: pytest-recording suite")
+    for path, under in notes.rerecorded:
+        terminalreporter.write_line(
+            f"replay: {path} recorded again: it now matches on replay's default "
+            f"({', '.join(DEFAULT_MATCH_ON)}), no longer on what vcrpy recorded it under "
+            f"({', '.join(under)})"
+        )
+    if notes.unhonoured:
+        terminalreporter.write_line(
+            "replay: warning: not honoured by replay (pytest-recording is not active): "
+            + ", ".join(sorted(notes.unhonoured)),
+            yellow=True,
+        )
