@@ -356,6 +356,10 @@ def cassette(request: pytest.FixtureRequest) -> Iterator[Cassette]:
 @pytest.fixture(autouse=True)
 def _replay_marker(request: pytest.FixtureRequest) -> Iterator[None]:
     marker = request.node.get_closest_marker("use_cassette")
+    if marker is not None:  # the module's and class's marks give the test's mark defaults
+        from replay.plugin.vcr_compat import merged_use
+
+        marker = merged_use(list(request.node.iter_markers("use_cassette")))
     if marker is None:
         yield
         return

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 #: `replay.plugin.hooks`' maker of a test's session of a `use_cassette` mark.
 SessionFor = Callable[[pytest.FixtureRequest, "pytest.Mark | None"], "CassetteSession"]
 
-__all__ = ["add_hookspec", "recording_plugin_active", "serve"]
+__all__ = ["add_hookspec", "merge_marks", "merged_use", "recording_plugin_active", "serve"]
 
 _NAME = "replay-vcr"
 _FORBIDDEN = r"<>?%*:|\"'/\\"  # what pytest-recording replaces with "-" in a cassette name
@@ -119,8 +119,13 @@ def _registry(config: pytest.Config) -> VcrRegistry:
 
 
 def _explicit_ini_mode(config: pytest.Config) -> str | None:
-    """The ini file's `replay_record_mode`, if it sets one."""
-    if "replay_record_mode" not in config.inicfg:
+    """The ini file's `replay_record_mode`, if it sets one (its default is replay's, `once`)."""
+    # pytest 9 keeps the file's values in `_inicfg` (`inicfg`, deprecated, warns); pytest 8
+    # in `inicfg`.
+    given = getattr(config, "_inicfg", None)
+    if given is None:
+        given = config.inicfg
+    if "replay_record_mode" not in given:
         return None
     mode: str = config.getini("replay_record_mode")
     return mode
@@ -192,12 +197,22 @@ def _cassette_path(request: pytest.FixtureRequest, directory: Path, name: str) -
     return path
 
 
-def _merged(config: dict[str, Any], markers: list[pytest.Mark]) -> dict[str, Any]:
-    """`vcr_config` updated by the marks' keywords, the farthest first (the closest wins)."""
-    merged = copy.deepcopy(config)
+def merge_marks(base: dict[str, Any], markers: list[pytest.Mark]) -> dict[str, Any]:
+    """`base` (a copy) updated by the marks' keywords, the farthest first: the test's own mark
+    wins, key by key, over its class's, which wins over its module's."""
+    merged = copy.deepcopy(base)
     for marker in reversed(markers):
         merged.update(marker.kwargs)
     return merged
+
+
+def merged_use(markers: list[pytest.Mark]) -> pytest.Mark | None:
+    """A test's `use_cassette` marks (the closest first) as one: keywords merged
+    (`merge_marks`), the path the closest mark that names one."""
+    if len(markers) < 2:
+        return markers[0] if markers else None
+    path = next((marker.args for marker in markers if marker.args), ())
+    return cast(pytest.Mark, _Use(path, merge_marks({}, markers)))
 
 
 class _Use(NamedTuple):
@@ -208,19 +223,22 @@ class _Use(NamedTuple):
 
 
 @pytest.fixture(autouse=True)
-def vcr(
-    request: pytest.FixtureRequest,
-    vcr_markers: list[pytest.Mark],
-    vcr_cassette_dir: str,
-    record_mode: str,
-    disable_recording: bool,
-) -> Iterator[VcrCassette | None]:
+def vcr(request: pytest.FixtureRequest) -> Iterator[VcrCassette | None]:
     """pytest-recording's: the cassette of a test marked `vcr` (None for other tests)."""
-    if disable_recording or not vcr_markers:
+    # (The other fixtures are asked for only by a marked test: a test without the mark
+    # pays for none of them.)
+    if request.node.get_closest_marker("vcr") is None or request.getfixturevalue(
+        "disable_recording"
+    ):
         yield None
         return
     __tracebackhide__ = True
-    yield from _use(request, vcr_markers, Path(vcr_cassette_dir), record_mode)
+    yield from _use(
+        request,
+        request.getfixturevalue("vcr_markers"),
+        Path(request.getfixturevalue("vcr_cassette_dir")),
+        request.getfixturevalue("record_mode"),
+    )
 
 
 def _use(
@@ -232,11 +250,12 @@ def _use(
     __tracebackhide__ = True
     config = request.config
     notes = config.stash[_NOTES]
-    merged = _merged(request.getfixturevalue("vcr_config"), markers)
+    merged = merge_marks(request.getfixturevalue("vcr_config"), markers)
     if any(marker.args for marker in markers):
         notes.unhonoured.add("the vcr mark's extra cassettes")
     if request.node.get_closest_marker("block_network") is not None:
         notes.unhonoured.add("the block_network mark")
+    registered = _registry(config).matchers  # (the hook is called by the first vcr test)
     translated = session_kwargs(merged)
     notes.unhonoured.update(translated.unhonoured)
     kwargs = translated.kwargs
@@ -247,7 +266,6 @@ def _use(
     again = chosen in ("all", "rewrite")
     match_on = translated.match_on or (under if under is not None and not again else None)
     if match_on is not None:
-        registered = _registry(config).matchers
         kwargs["match_on"] = matchers(match_on, registered, translated.dropped_query)
     session = notes.session_for(request, cast(pytest.Mark, _Use((str(path),), kwargs)))
     with session as cassette:
