@@ -104,7 +104,6 @@ import pytest
 @pytest.fixture
 def vcr_config():
     return {
-        "filter_headers": [("x-team", "hidden")],
         "before_record_request": lambda r: None if r.path.endswith("/skip") else r,
         "before_record_response": [scrub],
         "filter_post_data_parameters": ["password"],
@@ -117,6 +116,7 @@ def scrub(response):
 
 def pytest_recording_configure(config, vcr):
     vcr.register_persister(object())
+    vcr.filter_headers = [("x-team", "hidden")]  # every cassette's default, as vcrpy's VCR
 """
     body = """
 @pytest.mark.vcr
@@ -207,3 +207,32 @@ def test_repeats(cassette):
         httpx.post(origin.url + "/v1/ask", json={"max_tokens": 8192})
     run(pytester).assert_outcomes(passed=1)
     assert len(origin.requests) == 1
+
+
+def test_a_cassette_not_migrated_says_how(pytester: pytest.Pytester, origin: Origin) -> None:
+    suite(pytester, origin.url, ASK + "\n@pytest.mark.vcr\ndef test_a():\n    assert ask()\n")
+    folder = pytester.path / "cassettes" / "test_suite"
+    folder.mkdir(parents=True)
+    request = Request(method="POST", url=origin.url + "/v1/ask")
+    save_vcr(folder / "test_a.yaml", [Interaction(request, Response(status=200))])
+    result = run(pytester, "--record-mode=once")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*CassetteFormatError: cannot read cassette '*test_a.yaml': pytest-recording's "
+            "cassette, not migrated (no test_a.msgpack beside it): convert the suite's first "
+            f"with `replay migrate {folder}`, or run with -p recording"
+        ]
+    )
+    assert origin.requests == []
+
+
+def test_the_library_given_a_yaml_file_says_how_to_convert_it(tmp_path: Path) -> None:
+    yaml = tmp_path / "old.yaml"
+    save_vcr(yaml, [Interaction(Request(method="GET", url="http://x/"), Response(status=200))])
+    with pytest.raises(replay.CassetteFormatError) as caught, replay.use_cassette(yaml):
+        pass
+    assert str(caught.value).endswith(
+        f"Convert it first: replay convert {yaml} {tmp_path / 'old.msgpack'} (a "
+        f"pytest-recording suite's, all at once: replay migrate {tmp_path})"
+    )

@@ -205,15 +205,21 @@ class VcrRegistry:
 
     `register_matcher` is honoured (the name may then be used in `match_on`);
     `register_serializer` is accepted (a migrated cassette is replay's msgpack, read by
-    replay: the serializer only mattered to the YAML `replay migrate` read); the rest is noted
-    in `unhonoured`.
+    replay: the serializer only mattered to the YAML `replay migrate` read); a vcrpy option set
+    as an attribute (`vcr.match_on = [...]`, `vcr.filter_headers = [...]`) is a default of
+    every cassette, beneath `vcr_config` and the marks (`defaults`), as vcrpy's `VCR` makes it;
+    the rest is noted in `unhonoured`.
     """
+
+    _OWN = ("matchers", "serializers", "defaults", "unhonoured")
 
     def __init__(self) -> None:
         #: Matchers by name, as registered.
         self.matchers: dict[str, Hook] = {}
         #: Serializers by name, as registered.
         self.serializers: dict[str, Any] = {}
+        #: vcrpy options set on this object: every cassette's defaults.
+        self.defaults: dict[str, Any] = {}
         #: What was asked of this object that replay does not do, by name.
         self.unhonoured: list[str] = []
 
@@ -230,9 +236,16 @@ class VcrRegistry:
         self.unhonoured.append("vcr.register_persister")
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name not in ("matchers", "serializers", "unhonoured"):
-            self.unhonoured.append(f"vcr.{name}")
-        object.__setattr__(self, name, value)
+        if name in self._OWN:
+            object.__setattr__(self, name, value)
+        else:
+            self.defaults[name] = value  # (what replay does not honour is said when used)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["defaults"][name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 class VcrCassette:

@@ -250,28 +250,46 @@ def _use(
     __tracebackhide__ = True
     config = request.config
     notes = config.stash[_NOTES]
-    merged = merge_marks(request.getfixturevalue("vcr_config"), markers)
+    registry = _registry(config)  # (the hook is called by the first vcr test)
+    defaults = {**registry.defaults, **request.getfixturevalue("vcr_config")}
+    merged = merge_marks(defaults, markers)
     if any(marker.args for marker in markers):
         notes.unhonoured.add("the vcr mark's extra cassettes")
     if request.node.get_closest_marker("block_network") is not None:
         notes.unhonoured.add("the block_network mark")
-    registered = _registry(config).matchers  # (the hook is called by the first vcr test)
     translated = session_kwargs(merged)
     notes.unhonoured.update(translated.unhonoured)
     kwargs = translated.kwargs
-    path = _cassette_path(request, directory, request.getfixturevalue("default_cassette_name"))
+    name = request.getfixturevalue("default_cassette_name")
+    path = _cassette_path(request, directory, name)
     chosen = config.getoption("record_mode", None) or kwargs.pop("record_mode", None) or mode
     kwargs["record_mode"] = chosen
+    if chosen not in ("all", "rewrite"):
+        _refuse_unmigrated(path, directory / f"{name}.{merged.get('serializer', 'yaml')}")
     under = None if translated.match_on is not None else recorded_under(path)
     again = chosen in ("all", "rewrite")
     match_on = translated.match_on or (under if under is not None and not again else None)
     if match_on is not None:
-        kwargs["match_on"] = matchers(match_on, registered, translated.dropped_query)
+        kwargs["match_on"] = matchers(match_on, registry.matchers, translated.dropped_query)
     session = notes.session_for(request, cast(pytest.Mark, _Use((str(path),), kwargs)))
     with session as cassette:
         yield VcrCassette(cassette, chosen)
     if under is not None and again and session.saved and unmark(path):
         notes.rerecorded.append((_shown(path, config), under))
+
+
+def _refuse_unmigrated(path: Path, theirs: Path) -> None:
+    """Refuse to replay or record past a vcrpy cassette `replay migrate` has not converted:
+    under `none` the test would fail on a missing file, under `once` go to the network."""
+    if path.exists() or not theirs.exists():
+        return
+    from replay.errors import CassetteFormatError
+
+    raise CassetteFormatError(
+        theirs,
+        f"pytest-recording's cassette, not migrated (no {path.name} beside it): convert the "
+        f"suite's first with `replay migrate {theirs.parent}`, or run with -p recording",
+    )
 
 
 def _shown(path: Path, config: pytest.Config) -> str:
