@@ -13,6 +13,12 @@ cassette session (`replay.session.imposed`), and each session is reported the sa
   then `once`. The command line binds everything, so `--record-mode=none` is always offline.
 - speed: the marker's or call's keyword, then the command line, then the ini file, then
   `instant`. A test that asks for `speed="virtual"` or `speed=1` needs it to hold.
+- matching: the marker's `match_on`, then the ini file's `replay_match_on` (the marker and
+  the fixture; a library call takes its own or the library's default).
+
+A module's or class's marks give a test's own mark defaults (merged, the closest winning per
+key). Without pytest-recording, its surface (`@pytest.mark.vcr`, the `vcr` fixture...) is
+served by `replay.plugin.vcr_compat`.
 """
 
 from __future__ import annotations
