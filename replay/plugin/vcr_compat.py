@@ -78,8 +78,8 @@ def serve(config: pytest.Config, session_for: SessionFor) -> None:
             (`replay.plugin.hooks`'): each `vcr` cassette is made as one.
     """
     manager = config.pluginmanager
-    if recording_plugin_active(manager) or manager.has_plugin(_NAME):
-        return
+    if recording_plugin_active(manager) or manager.has_plugin(_NAME) or manager.has_plugin("vcr"):
+        return  # (pytest-vcr, "vcr", serves a `vcr` mark and fixture of its own)
     import sys
 
     for line in (
