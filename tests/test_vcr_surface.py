@@ -237,3 +237,32 @@ def test_the_library_given_a_yaml_file_says_how_to_convert_it(tmp_path: Path) ->
         f"Convert it first: replay convert {yaml} {tmp_path / 'old.msgpack'} (a "
         f"pytest-recording suite's, all at once: replay migrate {tmp_path})"
     )
+
+
+@pytest.mark.parametrize(
+    ("plugins", "served_by"),
+    [
+        pytest.param(("-p", "pytest_recording.plugin"), "vcr.cassette", id="pytest-recording"),
+        pytest.param((), "replay.convert.vcrpy_options", id="replay"),
+    ],
+)
+def test_the_surface_is_pytest_recordings_whenever_it_is_loaded(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    plugins: tuple[str, ...],
+    served_by: str,
+) -> None:
+    pytest.importorskip("pytest_recording")
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    conftest = "def pytest_recording_configure(config, vcr):\n    vcr.register_matcher(\"m\", min)\n"
+    body = (
+        "@pytest.mark.vcr\n"
+        "def test_served(vcr):\n"
+        "    assert type(vcr).__module__ == os.environ['SERVED_BY']\n"
+    )
+    suite(pytester, "http://127.0.0.1:1", body, conftest)
+    monkeypatch.setenv("SERVED_BY", served_by)
+    result = pytester.runpytest_subprocess(
+        *plugins, "-p", "replay.plugin.hooks", "-p", "no:cacheprovider", timeout=120
+    )
+    result.assert_outcomes(passed=1)

@@ -77,13 +77,6 @@ def _library_not_rewritten(pluginmanager: Any) -> None:
         cache.clear()
 
 
-def pytest_addhooks(pluginmanager: Any) -> None:
-    """pytest-recording's hook, declared in its absence (`replay.plugin.vcr_compat`)."""
-    from replay.plugin.vcr_compat import add_hookspec
-
-    add_hookspec(pluginmanager, pytest_recording_comes=_pytest_recording_comes(pluginmanager))
-
-
 def pytest_addoption(parser: pytest.Parser, pluginmanager: Any) -> None:
     """The command-line options (those pytest-recording shares left to it, when it comes)
     and the ini settings."""

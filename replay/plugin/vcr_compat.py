@@ -60,11 +60,9 @@ def recording_plugin_active(pluginmanager: Any) -> bool:
     )
 
 
-def add_hookspec(pluginmanager: Any, *, pytest_recording_comes: bool) -> None:
-    """Declare `pytest_recording_configure` unless pytest-recording does (or will): a conftest
-    that implements it then still loads."""
-    if pytest_recording_comes or recording_plugin_active(pluginmanager):
-        return
+def add_hookspec(pluginmanager: Any) -> None:
+    """Declare `pytest_recording_configure`, unless pytest-recording did: a conftest that
+    implements it then loads (its implementation is checked as the spec is added)."""
     caller = getattr(pluginmanager.hook, "pytest_recording_configure", None)
     if caller is None or not caller.has_spec():
         pluginmanager.add_hookspecs(_Spec)
@@ -89,6 +87,9 @@ def serve(config: pytest.Config, session_for: SessionFor) -> None:
         "allowed_hosts: pytest-recording's (not honoured by replay)",
     ):
         config.addinivalue_line("markers", line)
+    # (Declared now, every plugin loaded: at `pytest_addhooks` time a pytest-recording given
+    # by `-p` after replay is still to come, and would declare the hook a second time.)
+    add_hookspec(manager)
     config.stash[_NOTES] = _Notes(session_for)
     manager.register(sys.modules[__name__], _NAME)
 
