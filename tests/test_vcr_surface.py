@@ -254,7 +254,7 @@ def test_the_surface_is_pytest_recordings_whenever_it_is_loaded(
 ) -> None:
     pytest.importorskip("pytest_recording")
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    conftest = "def pytest_recording_configure(config, vcr):\n    vcr.register_matcher(\"m\", min)\n"
+    conftest = "def pytest_recording_configure(config, vcr):\n    vcr.register_matcher('m', min)\n"
     body = (
         "@pytest.mark.vcr\n"
         "def test_served(vcr):\n"
