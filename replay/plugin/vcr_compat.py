@@ -90,18 +90,51 @@ def serve(config: pytest.Config, session_for: SessionFor) -> None:
     # (Declared now, every plugin loaded: at `pytest_addhooks` time a pytest-recording given
     # by `-p` after replay is still to come, and would declare the hook a second time.)
     add_hookspec(manager)
-    config.stash[_NOTES] = _Notes(session_for)
+    notes = config.stash[_NOTES] = _Notes(session_for)
     manager.register(sys.modules[__name__], _NAME)
+    manager.register(notes, f"{_NAME}-notes")
 
 
 class _Notes:
-    """What the run tells at its end: what was not honoured, what moved to replay's matching."""
+    """What the run tells at its end (a plugin of its own): what was not honoured, what moved
+    to replay's matching; gathered from the test reports, xdist workers' included."""
 
     def __init__(self, session_for: SessionFor) -> None:
         self.session_for = session_for
         self.unhonoured: set[str] = set()
         self.rerecorded: list[tuple[str, tuple[str, ...]]] = []
         self.registry: VcrRegistry | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Gather what a test noted (`_tell`), in this process or an xdist worker."""
+        if report.when != "teardown":
+            return
+        for name, value in report.user_properties:
+            if name == _NAME and isinstance(value, dict):
+                self.unhonoured.update(value.get("unhonoured", ()))
+                if "rerecorded" in value:
+                    path, *under = value["rerecorded"]
+                    self.rerecorded.append((path, tuple(under)))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """Say what moved to replay's matching, and (in one warning) what was not honoured."""
+        from replay.matching import DEFAULT_MATCH_ON
+
+        if not (self.rerecorded or self.unhonoured):
+            return
+        terminalreporter.write_sep("-", "replay: pytest-recording suite")
+        for path, under in self.rerecorded:
+            terminalreporter.write_line(
+                f"replay: {path} recorded again: it now matches on replay's default "
+                f"({', '.join(DEFAULT_MATCH_ON)}), no longer on what vcrpy recorded it under "
+                f"({', '.join(under)})"
+            )
+        if self.unhonoured:
+            terminalreporter.write_line(
+                "replay: warning: not honoured by replay (pytest-recording is not active): "
+                + ", ".join(sorted(self.unhonoured)),
+                yellow=True,
+            )
 
 
 _NOTES = pytest.StashKey[_Notes]()
@@ -115,7 +148,6 @@ def _registry(config: pytest.Config) -> VcrRegistry:
 
         notes.registry = VcrRegistry()
         config.hook.pytest_recording_configure(config=config, vcr=notes.registry)
-        notes.unhonoured.update(notes.registry.unhonoured)
     return notes.registry
 
 
@@ -254,12 +286,13 @@ def _use(
     registry = _registry(config)  # (the hook is called by the first vcr test)
     defaults = {**registry.defaults, **request.getfixturevalue("vcr_config")}
     merged = merge_marks(defaults, markers)
-    if any(marker.args for marker in markers):
-        notes.unhonoured.add("the vcr mark's extra cassettes")
-    if request.node.get_closest_marker("block_network") is not None:
-        notes.unhonoured.add("the block_network mark")
     translated = session_kwargs(merged)
-    notes.unhonoured.update(translated.unhonoured)
+    unhonoured = [*registry.unhonoured, *translated.unhonoured]
+    if any(marker.args for marker in markers):
+        unhonoured.append("the vcr mark's extra cassettes")
+    if request.node.get_closest_marker("block_network") is not None:
+        unhonoured.append("the block_network mark")
+    _tell(request.node, "unhonoured", sorted(set(unhonoured)))
     kwargs = translated.kwargs
     name = request.getfixturevalue("default_cassette_name")
     path = _cassette_path(request, directory, name)
@@ -276,7 +309,13 @@ def _use(
     with session as cassette:
         yield VcrCassette(cassette, chosen)
     if under is not None and again and session.saved and unmark(path):
-        notes.rerecorded.append((_shown(path, config), under))
+        _tell(request.node, "rerecorded", [_shown(path, config), *under])
+
+
+def _tell(item: pytest.Item, what: str, value: list[str]) -> None:
+    """Note on the test's report what the summary says (so xdist workers' reach it too)."""
+    if value:
+        item.user_properties.append((_NAME, {what: value}))
 
 
 def _refuse_unmigrated(path: Path, theirs: Path) -> None:
@@ -298,25 +337,3 @@ def _shown(path: Path, config: pytest.Config) -> str:
         return str(path.relative_to(config.rootpath))
     except ValueError:
         return str(path)
-
-
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    """Say what moved to replay's matching, and (in one warning) what was not honoured."""
-    from replay.matching import DEFAULT_MATCH_ON
-
-    notes = config.stash.get(_NOTES, None)
-    if notes is None or not (notes.rerecorded or notes.unhonoured):
-        return
-    terminalreporter.write_sep("-", "replay: pytest-recording suite")
-    for path, under in notes.rerecorded:
-        terminalreporter.write_line(
-            f"replay: {path} recorded again: it now matches on replay's default "
-            f"({', '.join(DEFAULT_MATCH_ON)}), no longer on what vcrpy recorded it under "
-            f"({', '.join(under)})"
-        )
-    if notes.unhonoured:
-        terminalreporter.write_line(
-            "replay: warning: not honoured by replay (pytest-recording is not active): "
-            + ", ".join(sorted(notes.unhonoured)),
-            yellow=True,
-        )
