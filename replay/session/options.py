@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from replay.clock import Clock, SpeedLike, seconds, speed_of
+from replay.clock import Clock, SpeedLike, seconds
 from replay.engine.modes import RecordMode
 from replay.engine.modes import check as check_mode
 from replay.matching import DEFAULT_MATCH_ON, Matcher, MatchIndex, MatchOn
 from replay.model import Interaction
 from replay.redact.redactor import Redactor
-from replay.session.args import faults_of, host_names_of, is_virtual
+from replay.session.args import faults_of, host_names_of, session_speed
 
 if TYPE_CHECKING:
     from replay.faults import Fault, FaultLike
@@ -50,8 +50,8 @@ def _record_mode(value: RecordMode | str | None) -> RecordMode | str | None:
 
 def _speed(value: SpeedLike | None) -> SpeedLike | None:
     """`value` as given, once it is known to be a speed (None: the run's default)."""
-    if value is not None and not is_virtual(value):
-        speed_of(value)
+    if value is not None:
+        session_speed(value)
     return value
 
 
