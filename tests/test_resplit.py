@@ -18,6 +18,8 @@ import httpx
 import httpx_sse
 import openai
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import replay
 from replay import faults
@@ -184,3 +186,23 @@ def test_the_pytest_report_names_the_seed(recorded: tuple[str, Path], tmp_path: 
     assert result.returncode == 1, result.stdout
     assert "replay: faults injected" in result.stdout
     assert "resplit(seed=5): re-split" in result.stdout
+
+
+@given(
+    texts=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=8),
+    seed=st.integers(0, 1000),
+    every=st.integers(0, 5),
+)
+def test_any_stream_keeps_its_bytes_order_and_end(texts: list[str], seed: int, every: int) -> None:
+    events = [f"data: {text}\r\n\r\n".encode() for text in texts]
+    response = replay.Response(
+        status=200,
+        headers=[("content-type", "text/event-stream")],
+        chunks=[replay.Chunk(0.1 * (n + 1), event) for n, event in enumerate(events)],
+    )
+    played = faults.resplit(seed=seed, every=every).apply(response)
+    assert played.body == response.body
+    assert played.end == response.end
+    assert list(played.chunks.times) == sorted(played.chunks.times)
+    assert played.chunks.times[-1] == response.chunks.times[-1]
+    assert all(played.chunks.payloads)
