@@ -336,3 +336,27 @@ def test_a_failure_under_jitter_shows_the_seed(recorded: tuple[str, Path], tmp_p
     assert result.returncode == 1
     assert "replay: speed policy" in result.stdout
     assert f"speed policy {spec} (seed 42: the same spec replays the same times)" in result.stdout
+
+
+def test_the_pytest_option_plays_a_policy(recorded: tuple[str, Path], tmp_path: Path) -> None:
+    url, path = recorded
+    ttft = timing.ttft(replay.Cassette.load(path).interactions[0].response)
+    test = tmp_path / "test_paced.py"
+    test.write_text(
+        "import time, openai, pytest\n\n"
+        f"@pytest.mark.use_cassette({str(path)!r}, record_mode='none')\n"
+        "def test_ttft_kept():\n"
+        f"    client = openai.OpenAI(api_key='k', base_url='{url}/v1', max_retries=0)\n"
+        "    started = time.monotonic()\n"
+        "    stream = client.responses.create(model='m', input='hi', stream=True)\n"
+        "    times = [(e.type, time.monotonic() - started) for e in stream]\n"
+        "    first = next(at for kind, at in times if kind.endswith('.delta'))\n"
+        f"    assert {ttft!r} <= first < {ttft!r} + 0.05\n"
+        "    assert times[-1][1] == pytest.approx(first, abs=0.005)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test),
+         "--replay-speed", "virtual,ttft=recorded,rest=instant"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout
