@@ -113,11 +113,15 @@ def record_command(
     return _exit_status(code, signals)
 
 
-def _say_how_to_replay(speed: str, faults: list[str], stream: TextIO) -> None:
-    """After a failed run under faults or a seeded policy: the options (seeds included) that
-    replay the same streams."""
-    options = [f"--speed {shlex.quote(speed)}"] + [f"--fault {shlex.quote(f)}" for f in faults]
-    print(f"replay run: the program failed under {' '.join(options)}", file=stream)
+def _say_after_run(reach: Reach, code: int, chosen: tuple[str, list[str]], stream: TextIO) -> None:
+    """What was not reached; after a failed run under faults or a seeded policy, the options
+    (`chosen`: the speed and the faults, seeds included) that replay the same streams."""
+    _say_if_unreached(reach, stream)
+    speed, faults = chosen
+    if code and (faults or "seed=" in speed):
+        options = [f"--speed {shlex.quote(speed)}"]
+        options += [f"--fault {shlex.quote(fault)}" for fault in faults]
+        print(f"replay run: the program failed under {' '.join(options)}", file=stream)
 
 
 def _record(
@@ -205,13 +209,12 @@ def replay_command(
         ConfigurationError: a bad speed or fault, an unknown mode or an empty command.
     """
     _check_mode(mode, RUN_MODES, "replay run")
-    chosen, specs = speed_text(speed), _fault_specs(faults)  # (a seed drawn is drawn here)
     settings = _settings(
         cassette,
         (block_network, allowed_hosts),
         record_mode=mode,
-        speed=chosen,
-        faults=specs,
+        speed=(chosen := speed_text(speed)),  # (a seed=random is drawn here, once)
+        faults=(specs := _fault_specs(faults)),
         ignore_hosts=ignore_hosts,
         ignore_localhost=ignore_localhost,
     )
@@ -223,9 +226,7 @@ def replay_command(
         code = run_program(program, environment, None, signals)
         if mode != "none":
             _print_new(cassette, before, stream)
-        _say_if_unreached(reach, stream)
-        if code and (specs or "seed=" in chosen):
-            _say_how_to_replay(chosen, specs, stream)
+        _say_after_run(reach, code, (chosen, specs), stream)
     return _exit_status(code, signals)
 
 
