@@ -27,7 +27,7 @@ import attrs
 
 from replay.clock import Clock, Schedule
 from replay.engine.ends import TIMEOUT_NAME
-from replay.model import Response
+from replay.model import Chunks, Response
 
 if TYPE_CHECKING:
     from replay.clock.policy import SpeedPolicy
@@ -256,12 +256,30 @@ def played_times(
         from replay.inspect import timing  # (only for a policy that needs the events)
 
         try:
-            ttft = timing.ttft(response) if policy.needs_ttft else None
+            ttft = _first_token(response) if policy.needs_ttft else None
             first = timing.first_event(response) if policy.needs_first_event else None
         except ValueError:  # a body that does not decode: no events (the first chunk's time)
             pass
     times = recorded_steps(response, timeouts)
     return policy.timeline(times, ttft=ttft, first_event=first, salt=salt)
+
+
+def _first_token(response: Response) -> float | None:
+    """`replay.inspect.timing.ttft(response)`, reading no more of a long stream than it
+    must: the events of its first 64 chunks, then 4 times more, until a token is found."""
+    from replay.inspect import timing
+
+    chunks, size = response.chunks, 64
+    while size < len(chunks):
+        start = Chunks(chunks.times[:size], chunks.payloads[:size])
+        try:
+            tokens = timing.token_events(attrs.evolve(response, chunks=start))
+        except ValueError:  # (a compressed body cut short): read the whole
+            break
+        if tokens:
+            return tokens[0].at
+        size *= 4
+    return timing.ttft(response)
 
 
 def step_sync(stepper: Stepper, clock: Clock) -> Step:
