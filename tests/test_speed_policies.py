@@ -7,6 +7,7 @@ clients (httpx and the openai SDK) replaying what they recorded from a loopback 
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -360,3 +361,23 @@ def test_the_pytest_option_plays_a_policy(recorded: tuple[str, Path], tmp_path: 
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout
+
+
+def test_the_first_token_of_a_long_stream_is_found_past_its_first_chunks() -> None:
+    from replay.engine.stepper import played_times
+
+    def chunk(n: int, delta: dict[str, str]) -> replay.Chunk:
+        choices = [{"index": 0, "delta": delta}]
+        body = {"id": "c", "object": "chat.completion.chunk", "choices": choices}
+        return replay.Chunk(0.01 * (n + 1), f"data: {json.dumps(body)}\n\n".encode())
+
+    chunks = [chunk(n, {"role": "assistant"}) for n in range(300)]
+    chunks += [chunk(300 + n, {"content": "hi"}) for n in range(10)]
+    response = replay.Response(
+        status=200, headers=[("content-type", "text/event-stream")], chunks=chunks
+    )
+    ttft = timing.ttft(response)
+    assert ttft == pytest.approx(3.01)
+    played = played_times(response, parse_policy("ttft=recorded,rest=instant"))
+    assert played[301] == pytest.approx(ttft)
+    assert played[-1] == pytest.approx(ttft)
