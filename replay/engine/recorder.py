@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from replay.clock import Clock, MonotonicClock
 from replay.engine.ends import recorded_error
-from replay.model import Chunks, Interaction, Request, Response, StreamEnd
+from replay.model import Chunks, Frame, Interaction, Request, Response, StreamEnd
 from replay.redact.redactor import Redactor
 from replay.store.cassette import Cassette
 from replay.store.spool import SPOOL_PIECE, Spool, SpooledPayloads
@@ -172,6 +172,8 @@ class Recording:
         #: noted was a network arrival's, "reader" once one was a reader's clock reading.
         self.times: str | None = None
         self._network = type(clock) is MonotonicClock  # arrivals' times are on its timeline
+        #: A WebSocket conversation's frames (`got_frame`); None for plain HTTP.
+        self.frames: list[Frame] | None = None
 
     def elapsed(self) -> float:
         """Seconds since the request was sent."""
@@ -210,6 +212,17 @@ class Recording:
                 self._held += len(data)
                 if self._held >= SPOOL_PIECE and self._spilling:
                     self._spill()
+
+    def got_frame(self, sender: str, kind: str, data: bytes) -> None:
+        """Note a WebSocket frame sent or received now (ignored once finished): the
+        recording is then a conversation (`Interaction.frames`)."""
+        with self._lock:
+            if self.finished:
+                return
+            if self.frames is None:
+                self.frames = []
+            last = self.frames[-1].at if self.frames else self.headers_at
+            self.frames.append(Frame(max(self.elapsed(), last), sender, kind, data))
 
     def _spill(self) -> bool:
         """Move the payloads held in memory to the spool; whether they went (if not, they
@@ -263,6 +276,8 @@ class Recording:
             return
         now = self.elapsed() if moment is None or not self._network else moment - self.start
         at = max(now, chunks.times[-1] if chunks.times else self.headers_at)
+        if self.frames:
+            at = max(at, self.frames[-1].at)
         name, message = (None, "") if error is None else recorded_error(error)
         truncated = stopped_by is not None
         end = StreamEnd(at, name, message, truncated=truncated, stopped_by=stopped_by)
@@ -274,4 +289,4 @@ class Recording:
             end=end,
             times=self.times or "reader",
         )
-        self.tape.store(self, Interaction(self.request, response))
+        self.tape.store(self, Interaction(self.request, response, frames=self.frames))

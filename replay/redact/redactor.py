@@ -329,5 +329,7 @@ class Redactor(UrlRedaction, JsonRedaction):
         headers = self._headers(response.headers)
         if headers is not response.headers:
             response = attrs.evolve(response, headers=headers)
-        cleaned = Interaction(self._request(interaction.request), response)
+        cleaned = Interaction(
+            self._request(interaction.request), response, frames=interaction.frames
+        )
         return self.hook(cleaned) if self.hook is not None else cleaned

@@ -1,0 +1,242 @@
+"""WebSocket conversations through the `websockets` clients (asyncio and sync): recorded from
+a loopback Realtime-like origin, replayed with the origin stopped, as a conversation."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import replay
+from replay.errors import FrameMismatchError
+from replay.store.cassette import Cassette
+from replay.testing.realtime import DELTA_DELAY, RealtimeOrigin, answer
+
+websockets = pytest.importorskip("websockets")
+from websockets.asyncio.client import connect as aconnect  # noqa: E402
+from websockets.sync.client import connect as sconnect  # noqa: E402
+
+HEADERS = {"Authorization": "Bearer sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"}
+UPDATE = {"type": "session.update", "session": {"instructions": "be brief"}}
+
+
+def _create(text: str, event_id: str = "evt_a") -> str:
+    return json.dumps(
+        {"type": "response.create", "event_id": event_id, "response": {"instructions": text}}
+    )
+
+
+async def _turn(ws: Any, text: str, event_id: str = "evt_a") -> list[tuple[float, dict[str, Any]]]:
+    """Send a response.create, read until its response.done: (time, event) pairs."""
+    await ws.send(_create(text, event_id))
+    events = []
+    while True:
+        event = json.loads(await ws.recv())
+        events.append((time.monotonic(), event))
+        if event["type"] == "response.done":
+            return events
+
+
+async def _talk(url: str, texts: tuple[str, ...] = ("hello there",)) -> list[Any]:
+    """A Realtime-like session: session.update, then one response.create per text."""
+    async with aconnect(url, additional_headers=HEADERS) as ws:
+        created = json.loads(await ws.recv())
+        await ws.send(json.dumps({**UPDATE, "event_id": "evt_u"}))
+        updated = json.loads(await ws.recv())
+        turns = [await _turn(ws, text, f"evt_{i}") for i, text in enumerate(texts)]
+    return [created, updated, turns]
+
+
+def _types(talk: list[Any]) -> list[str]:
+    created, updated, turns = talk
+    return [created["type"], updated["type"]] + [e["type"] for turn in turns for _, e in turn]
+
+
+def _record(path: Path, texts: tuple[str, ...] = ("hello there",)) -> list[Any]:
+    with RealtimeOrigin() as origin, replay.use_cassette(path, record_mode="once"):
+        talk = asyncio.run(_talk(origin.url, texts))
+    assert origin.connections == 1
+    return talk
+
+
+def _replay(path: Path, texts: tuple[str, ...] = ("hello there",), **options: Any) -> Any:
+    with replay.use_cassette(path, record_mode="none", **options) as cassette:
+        return asyncio.run(_talk(_url(path), texts)), cassette
+
+
+def _url(path: Path) -> str:
+    return Cassette.load(path).interactions[0].request.url
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> tuple[Path, list[Any]]:
+    path = tmp_path / "realtime.msgpack"
+    return path, _record(path)
+
+
+def test_a_conversation_is_recorded_as_one_interaction_with_its_frames(recorded: Any) -> None:
+    path, talk = recorded
+    [interaction] = Cassette.load(path).interactions
+    assert interaction.request.method == "GET"
+    assert interaction.request.url.startswith("ws://127.0.0.1:")
+    assert interaction.response.status == 101
+    frames = interaction.frames
+    assert frames is not None
+    sent = [f.event_type for f in frames if f.sender == "client" and f.kind == "text"]
+    assert sent == ["session.update", "response.create"]
+    got = [f.event_type for f in frames if f.sender == "server" and f.kind == "text"]
+    assert got == _types(talk)
+    assert [f.kind for f in frames][-2:] == ["close", "close"]
+    deltas = [f.at for f in frames if f.event_type == "response.output_text.delta"]
+    gaps = [b - a for a, b in itertools.pairwise(deltas)]
+    assert gaps
+    assert min(gaps) >= DELTA_DELAY * 0.8  # the origin's real delays, recorded
+
+
+def test_no_credential_of_the_upgrade_request_is_in_the_cassette(recorded: Any) -> None:
+    path, _ = recorded
+    assert b"sk-proj-abcdefghij" not in path.read_bytes()
+    [interaction] = Cassette.load(path).interactions
+    assert interaction.request.header("Authorization") is not None  # kept, redacted
+    assert "sk-proj" not in (interaction.request.header("Authorization") or "")
+
+
+def test_replays_the_same_frames_in_order_with_the_origin_stopped(recorded: Any) -> None:
+    path, talk = recorded
+    again, cassette = _replay(path)
+    assert _types(again) == _types(talk)
+    assert [e for _, e in again[2][0]] == [e for _, e in talk[2][0]]  # byte for byte: ids too
+    assert cassette.play_count == 1
+    assert cassette.unconsumed == {}
+
+
+def test_instant_replay_is_fast(recorded: Any) -> None:
+    path, _ = recorded
+    started = time.monotonic()
+    _replay(path, speed="instant")
+    assert time.monotonic() - started < 0.2 + 0.3  # (loose: a loaded machine; see below)
+
+
+def test_instant_replay_of_the_conversation_itself_takes_under_0_2_s(recorded: Any) -> None:
+    path, _ = recorded
+    with replay.use_cassette(path, record_mode="none", speed="instant"):
+
+        async def timed() -> float:
+            started = time.monotonic()
+            await _talk(_url(path))
+            return time.monotonic() - started
+
+        assert asyncio.run(timed()) < 0.2
+
+
+def _delta_gaps(turn: list[tuple[float, dict[str, Any]]]) -> list[float]:
+    times = [at for at, e in turn if e["type"] == "response.output_text.delta"]
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+def _recorded_gaps(path: Path) -> list[float]:
+    frames = Cassette.load(path).interactions[0].frames or ()
+    times = [f.at for f in frames if f.event_type == "response.output_text.delta"]
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+def test_gaps_at_1x_on_virtual_time_are_the_recorded_ones_within_10_percent(recorded: Any) -> None:
+    path, _ = recorded
+    again, _ = _replay(path, speed="virtual")
+    for replayed, recorded_gap in zip(_delta_gaps(again[2][0]), _recorded_gaps(path), strict=True):
+        assert replayed == pytest.approx(recorded_gap, rel=0.1)
+
+
+def test_gaps_at_1x_on_the_real_clock_are_never_shorter(recorded: Any) -> None:
+    path, _ = recorded
+    again, _ = _replay(path, speed=1)
+    for replayed, recorded_gap in zip(_delta_gaps(again[2][0]), _recorded_gaps(path), strict=True):
+        assert replayed >= recorded_gap * 0.9  # deadlines are absolute: never early
+        assert replayed < recorded_gap + 1.0  # (loose: holds with CPU hogs beside)
+
+
+def test_a_different_second_response_create_gets_its_own_answer(tmp_path: Path) -> None:
+    path = tmp_path / "two.msgpack"
+    talk = _record(path, ("first question", "second question"))
+    again, _ = _replay(path, ("second question", "first question"))  # the other order
+    words = [
+        "".join(e["delta"] for _, e in turn if e["type"] == "response.output_text.delta")
+        for turn in again[2]
+    ]
+    assert words == ["".join(answer("second question")), "".join(answer("first question"))]
+    assert len(talk[2]) == 2
+
+
+def test_an_unknown_client_frame_raises_naming_the_nearest(recorded: Any) -> None:
+    path, _ = recorded
+
+    async def unknown() -> None:
+        async with aconnect(_url(path)) as ws:
+            await ws.recv()
+            await ws.send(json.dumps({**UPDATE, "event_id": "evt_u"}))
+            await ws.recv()
+            with pytest.raises(FrameMismatchError) as raised:
+                await ws.send(_create("never recorded"))
+            message = str(raised.value)
+            assert "never recorded" in message
+            assert "Nearest recorded client frame not yet sent: #" in message
+            assert "hello there" in message
+            assert "field 'response' differs" in message
+
+    with replay.use_cassette(path, record_mode="none"):
+        asyncio.run(asyncio.wait_for(unknown(), 10))
+
+
+def test_a_client_that_stops_reading_early_ends_cleanly(recorded: Any) -> None:
+    path, _ = recorded
+
+    async def early() -> str:
+        async with aconnect(_url(path)) as ws:
+            await ws.recv()
+            await ws.send(json.dumps({**UPDATE, "event_id": "evt_u"}))
+            await ws.recv()
+            await ws.send(_create("hello there"))
+            return str(json.loads(await ws.recv())["type"])  # and leaves
+
+    with replay.use_cassette(path, record_mode="none", speed=1) as cassette:
+        assert asyncio.run(asyncio.wait_for(early(), 10)) == "response.created"
+    assert "server frames never read" in cassette.unconsumed[0]
+
+
+def test_the_sync_client_records_and_replays(tmp_path: Path) -> None:
+    path = tmp_path / "sync.msgpack"
+
+    def talk(url: str) -> list[str]:
+        with sconnect(url, additional_headers=HEADERS) as ws:
+            seen = [json.loads(ws.recv())["type"]]
+            ws.send(_create("sync hello"))
+            while seen[-1] != "response.done":
+                seen.append(json.loads(ws.recv())["type"])
+        return seen
+
+    with RealtimeOrigin() as origin, replay.use_cassette(path, record_mode="once"):
+        live = talk(origin.url)
+    with replay.use_cassette(path, record_mode="none") as cassette:
+        assert talk(_url(path)) == live
+    assert cassette.unconsumed == {}
+    assert b"sk-proj-abcdefghij" not in path.read_bytes()
+
+
+def test_new_episodes_appends_a_new_conversation(recorded: Any) -> None:
+    path, _ = recorded
+    with RealtimeOrigin() as origin, replay.use_cassette(path, record_mode="new_episodes"):
+        asyncio.run(_talk(origin.url))
+    assert origin.connections == 1  # another URL (port): a new conversation, recorded
+    assert len(Cassette.load(path).interactions) == 2
+
+
+def test_a_blocked_network_refuses_a_live_websocket(tmp_path: Path) -> None:
+    from replay.adapters.network import block_network
+
+    with block_network(allowed_hosts=()), pytest.raises(replay.errors.NetworkBlockedError):
+        asyncio.run(aconnect("ws://127.0.0.1:9/x").__aenter__())
