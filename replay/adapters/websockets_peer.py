@@ -224,10 +224,10 @@ class Peer:
 
     def _send(self, position: int) -> None:
         frame = self.conversation.frames[position]
-        self.sock.sendall(frame_bytes(frame.kind, frame.data))
-        with self.lock:
+        with self.lock:  # (first: the client may read it before `sendall` returns)
             self.conversation.delivered(position)
             self._sent += frame.kind in ("text", "binary")
+        self.sock.sendall(frame_bytes(frame.kind, frame.data))
         if frame.kind == "close":
             self._closing = True
             self.sock.shutdown(socket.SHUT_WR)
