@@ -30,7 +30,7 @@ from replay.adapters.websockets_record import watch, watch_replayed
 from replay.engine.conversation import Conversation
 from replay.engine.exchange import Desk, Live, Record, Replay, route
 from replay.errors import hide_for_replay_errors
-from replay.model import Request
+from replay.model import Frame, Request
 
 __all__ = ["decided", "patches", "peer", "request_of"]
 
@@ -79,6 +79,7 @@ def peer(desk: Desk, replay: Replay, uri: str) -> tuple[socket.socket, Peer]:
     cassette = getattr(desk, "cassette", None)
     interaction = None if cassette is None else cassette.interactions[played.index]
     frames = () if interaction is None or interaction.frames is None else interaction.frames
+    frames, drop = _faulted(desk, played.index, frames, uri)
     schedule = replay.schedule
     clock = replay.clock
     conversation = Conversation(
@@ -87,6 +88,7 @@ def peer(desk: Desk, replay: Replay, uri: str) -> tuple[socket.socket, Peer]:
         start=clock.now() if schedule is None else schedule.start,
         url=_shown(uri),
         cassette_path=getattr(cassette, "path", None),
+        drop=drop,
     )
     if cassette is not None:
         cassette.conversations[played.index] = conversation
@@ -94,6 +96,22 @@ def peer(desk: Desk, replay: Replay, uri: str) -> tuple[socket.socket, Peer]:
     peer = Peer(peer_end, played.response, conversation, clock)
     peer.start()
     return client_end, peer
+
+
+def _faulted(
+    desk: Desk, index: int, frames: tuple[Frame, ...], uri: str
+) -> tuple[tuple[Frame, ...], int]:
+    """The frames the session's faults targeting interaction `index` make of `frames`, and
+    where the connection drops (`replay.engine.frame_faults`)."""
+    faults = getattr(getattr(desk, "options", None), "faults", ())
+    if not faults:
+        return frames, len(frames)
+    from replay.engine.frame_faults import faulted
+    from replay.faults import coerce
+
+    request = Request(method="GET", url=_shown(uri))
+    targeting = [f for f in coerce(faults) if f.applies_to(index, request)]
+    return faulted(frames, targeting)
 
 
 def _shown(uri: str) -> str:

@@ -28,6 +28,7 @@ import http
 import math
 import select
 import socket
+import struct
 import threading
 from collections.abc import Callable
 
@@ -134,6 +135,11 @@ class Peer:
     def _run(self) -> None:
         try:
             if self._handshake():
+                if self.conversation.drop < 0:  # a `cut` before the server's first message
+                    self.sock.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
+                    return
                 self._converse()
         except OSError:
             pass  # the client went away: what it did not read is a leftover
@@ -228,6 +234,9 @@ class Peer:
             self.conversation.delivered(position)
             self._sent += frame.kind in ("text", "binary")
         self.sock.sendall(frame_bytes(frame.kind, frame.data))
+        if position >= self.conversation.drop:  # a `cut` fault: gone, with no close frame
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            raise ConnectionAbortedError("the connection drops here (a cut fault)")
         if frame.kind == "close":
             self._closing = True
             self.sock.shutdown(socket.SHUT_WR)

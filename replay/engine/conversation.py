@@ -96,6 +96,7 @@ class Conversation:
         cassette_path: the cassette, for messages.
         allowed: kinds or JSON event types that may be left unconsumed.
         ignored: JSON fields client frames are matched without.
+        drop: the position after which the connection drops (None: it does not).
     """
 
     def __init__(
@@ -108,8 +109,11 @@ class Conversation:
         cassette_path: object = None,
         allowed: frozenset[str] = ALLOWED_LEFTOVERS,
         ignored: frozenset[str] = IGNORED_KEYS,
+        drop: int | None = None,
     ) -> None:
         self.frames = tuple(frames)
+        #: The position after which the connection drops (a `cut` fault); past the end: never.
+        self.drop = len(self.frames) if drop is None else drop
         self.speed = speed
         self.start = start
         self.url = url
