@@ -254,3 +254,25 @@ def test_replay_makes_no_connection_to_the_origin(recorded: Any) -> None:
             again = asyncio.run(_talk(_url(path)))
         assert origin.connections == 0
     assert _types(again) == _types(talk)
+
+
+def test_a_secret_in_a_client_frame_is_redacted_and_still_matches(tmp_path: Path) -> None:
+    path = tmp_path / "secret.msgpack"
+    secret = "sk-proj-zyxwvutsrqponmlkjihgfedcba9876543210"
+    update = json.dumps({"type": "session.update", "session": {"api_key": secret}})
+
+    async def talk(url: str) -> str:
+        async with aconnect(url) as ws:
+            await ws.recv()
+            await ws.send(update)
+            return str(json.loads(await ws.recv())["type"])
+
+    with RealtimeOrigin() as origin, replay.use_cassette(path):
+        assert asyncio.run(talk(origin.url)) == "session.updated"
+    frames = Cassette.load(path).interactions[0].frames or ()
+    sent = [f.data for f in frames if f.sender == "client" and f.kind == "text"]
+    assert sent
+    assert all(secret.encode() not in data for data in sent)  # (the origin echoes it back:
+    # server frames are stored as they came, as response bodies are)
+    with replay.use_cassette(path, record_mode="none"):
+        assert asyncio.run(asyncio.wait_for(talk(_url(path)), 10)) == "session.updated"

@@ -31,6 +31,7 @@ from replay.engine.conversation import Conversation
 from replay.engine.exchange import Desk, Live, Record, Replay, route
 from replay.errors import hide_for_replay_errors
 from replay.model import Frame, Request
+from replay.redact.redactor import Redactor
 
 __all__ = ["decided", "patches", "peer", "request_of"]
 
@@ -93,7 +94,8 @@ def peer(desk: Desk, replay: Replay, uri: str) -> tuple[socket.socket, Peer]:
     if cassette is not None:
         cassette.conversations[played.index] = conversation
     client_end, peer_end = socket.socketpair()
-    peer = Peer(peer_end, played.response, conversation, clock)
+    redactor = getattr(getattr(desk, "options", None), "redactor", None)
+    peer = Peer(peer_end, played.response, conversation, clock, redactor=redactor or _REDACTOR)
     peer.start()
     return client_end, peer
 
@@ -114,10 +116,12 @@ def _faulted(
     return faulted(frames, targeting)
 
 
-def _shown(uri: str) -> str:
-    from replay.redact.redactor import Redactor
+#: What redacts without a session's own (a replay transport's): credentials by their look.
+_REDACTOR = Redactor()
 
-    return Redactor().request(Request(method="GET", url=uri)).url
+
+def _shown(uri: str) -> str:
+    return _REDACTOR.request(Request(method="GET", url=uri)).url
 
 
 def _async_open(original: Any) -> Any:

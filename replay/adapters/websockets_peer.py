@@ -36,6 +36,7 @@ from replay.clock import Clock, MonotonicClock
 from replay.engine.conversation import Conversation
 from replay.model import Response
 from replay.model.frames import OPCODE_OF
+from replay.redact.redactor import Redactor
 
 __all__ = ["Peer", "accept_key", "frame_bytes"]
 
@@ -72,6 +73,7 @@ class Peer:
         conversation: the recorded frames, replayed as a conversation.
         clock: the session's clock.
         on_end: called once the connection has ended.
+        redactor: what the client's text frames were redacted with when recorded.
     """
 
     def __init__(
@@ -81,12 +83,14 @@ class Peer:
         conversation: Conversation,
         clock: Clock,
         on_end: Callable[[Conversation], None] | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.sock = sock
         self.response = response
         self.conversation = conversation
         self.clock = clock
         self.on_end = on_end
+        self.redactor = redactor
         self.start_at = conversation.start
         self.lock = threading.Lock()
         self._changed = threading.Condition(self.lock)  # the client asks for a message
@@ -108,6 +112,8 @@ class Peer:
         Raises:
             FrameMismatchError: a data frame the recording has no match for.
         """
+        if kind == "text" and self.redactor is not None:  # as it was stored
+            data = self.redactor.frame(data)
         with self.lock:
             self.conversation.sent(kind, data, self.clock.now())
             if kind == "ping":

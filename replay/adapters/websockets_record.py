@@ -81,7 +81,10 @@ def watch(connection: Any, recording: Recording, uri: str) -> None:
         recording.frames = []  # a conversation, frames or none
 
     def noted_sent(frame: Any) -> None:
-        _note(recording, "client", sent.add(int(frame.opcode), bytes(frame.data), frame.fin))
+        whole = sent.add(int(frame.opcode), bytes(frame.data), frame.fin)
+        if whole is not None and whole[0] == "text":  # secrets replaced, as in JSON bodies
+            whole = ("text", recording.tape.redactor.frame(whole[1]))
+        _note(recording, "client", whole)
         send_frame(frame)
 
     def noted_received(frame: Any) -> None:

@@ -247,6 +247,11 @@ class Redactor(UrlRedaction, JsonRedaction):
             return body if cleaned is text else cleaned.encode("latin-1")
         return body
 
+    def frame(self, data: bytes) -> bytes:
+        """A WebSocket client's text frame as it is stored and matched: a JSON one with its
+        secrets replaced as a JSON request body's are; the frame itself when none was."""
+        return self._body(data, "application/json", frozenset())
+
     def _encoded_body(
         self, body: bytes, headers: Headers, content_type: str, encoding: str
     ) -> tuple[bytes, Headers]:
