@@ -3,10 +3,13 @@ interactions (`--strict-cassettes` fails on them), with an allow-list for traili
 
 from __future__ import annotations
 
+import json
 import textwrap
+from pathlib import Path
 
 import pytest
 
+import replay
 from replay.engine.conversation import Conversation
 from replay.model.frames import Frame
 from replay.testing.realtime import RealtimeOrigin
@@ -100,3 +103,28 @@ def test_strict_cassettes_fail_on_an_unconsumed_conversation(pytester: pytest.Py
             " read (first: response.*",
         ]
     )
+
+
+def test_use_cassette_takes_the_allow_list(tmp_path: Path) -> None:
+    from websockets.sync.client import connect
+
+    path = tmp_path / "early.msgpack"
+
+    def talk(url: str, early: bool) -> None:
+        with connect(url) as ws:
+            ws.recv()
+            ws.send(json.dumps({"type": "response.create", "response": {"instructions": "a b"}}))
+            while not early and json.loads(ws.recv())["type"] != "response.done":
+                pass
+
+    with RealtimeOrigin() as origin, replay.use_cassette(path):
+        talk(origin.url, early=False)
+    with replay.use_cassette(path, record_mode="none") as cassette:
+        talk(origin.url, early=True)
+    assert list(cassette.unconsumed) == [0]
+    kinds = {"response.created", "response.output_text.delta", "response.done"}
+    with replay.use_cassette(path, record_mode="none", websocket_allow=kinds) as cassette:
+        talk(origin.url, early=True)
+    assert cassette.unconsumed == {}
+    with pytest.raises(replay.errors.ConfigurationError):
+        replay.use_cassette(path, websocket_allow="ping")

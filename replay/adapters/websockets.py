@@ -27,7 +27,7 @@ from replay.adapters import routes as _routes
 from replay.adapters.network import refuse_unless_reachable
 from replay.adapters.websockets_peer import Peer
 from replay.adapters.websockets_record import watch, watch_replayed
-from replay.engine.conversation import Conversation
+from replay.engine.conversation import ALLOWED_LEFTOVERS, Conversation
 from replay.engine.exchange import Desk, Live, Record, Replay, route
 from replay.errors import hide_for_replay_errors
 from replay.model import Frame, Request
@@ -90,6 +90,7 @@ def peer(desk: Desk, replay: Replay, uri: str) -> tuple[socket.socket, Peer]:
         url=_shown(uri),
         cassette_path=getattr(cassette, "path", None),
         drop=drop,
+        allowed=getattr(getattr(desk, "options", None), "websocket_allow", ALLOWED_LEFTOVERS),
     )
     if cassette is not None:
         cassette.conversations[played.index] = conversation

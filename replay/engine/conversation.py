@@ -211,10 +211,12 @@ class Conversation:
 
     def leftovers(self) -> Leftovers:
         """The frames not consumed, but for those `allowed`."""
+        closing = self._closing()
         server = tuple(
             frame
             for i, frame in enumerate(self.frames)
             if frame.sender == "server"
+            and i < closing
             and (i not in self._delivered or i in self._unread)
             and self._counts(frame)
         )
@@ -224,6 +226,14 @@ class Conversation:
             if i not in self._matched and self._counts(self.frames[i])
         )
         return Leftovers(server, client)
+
+    def _closing(self) -> int:
+        """The position of the client's close frame (what follows it is the closing
+        handshake, which the peer makes itself); past the end if there is none."""
+        return next(
+            (i for i, f in enumerate(self.frames) if f.sender == "client" and f.kind == "close"),
+            len(self.frames),
+        )
 
     def _counts(self, frame: Frame) -> bool:
         if frame.kind in self.allowed:

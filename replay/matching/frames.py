@@ -9,7 +9,6 @@ frames by their bytes. `nearest` finds the recorded frame a mismatch names: the 
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
@@ -60,6 +59,8 @@ def shown(frame: Frame) -> str:
 def nearest(frame: Frame, candidates: Iterable[tuple[int, Frame]]) -> tuple[int, Frame] | None:
     """The candidate (position, recorded frame) most like `frame`: of the same kind and
     event type first, then the most alike text; None for no candidates."""
+    import difflib  # (here: only a mismatch needs it)
+
     best: tuple[tuple[bool, bool, float], int, Frame] | None = None
     wanted_type = frame.event_type
     text = frame.text[:2000]
