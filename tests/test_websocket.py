@@ -276,3 +276,37 @@ def test_a_secret_in_a_client_frame_is_redacted_and_still_matches(tmp_path: Path
     # server frames are stored as they came, as response bodies are)
     with replay.use_cassette(path, record_mode="none"):
         assert asyncio.run(asyncio.wait_for(talk(_url(path)), 10)) == "session.updated"
+
+
+def test_a_compressed_conversation_is_recorded_uncompressed_and_replays(tmp_path: Path) -> None:
+    path = tmp_path / "deflate.msgpack"
+    with RealtimeOrigin(compression="deflate") as origin, replay.use_cassette(path):
+        talk = asyncio.run(_talk(origin.url))
+    [interaction] = Cassette.load(path).interactions
+    assert "permessage-deflate" in (interaction.response.header("Sec-WebSocket-Extensions") or "")
+    assert [f.event_type for f in interaction.frames or () if f.kind == "text"][:2] == [
+        "session.created",
+        "session.update",
+    ]
+    again, _ = _replay(path)
+    assert _types(again) == _types(talk)
+
+
+def test_a_refused_upgrade_is_recorded_and_replayed_refused(tmp_path: Path) -> None:
+    from websockets.exceptions import InvalidStatus
+
+    path = tmp_path / "refused.msgpack"
+
+    async def refused(url: str) -> int:
+        with pytest.raises(InvalidStatus) as raised:
+            async with aconnect(url):
+                pass
+        return int(raised.value.response.status_code)
+
+    with RealtimeOrigin(require_key=True) as origin, replay.use_cassette(path):
+        assert asyncio.run(refused(origin.url)) == 401
+    [interaction] = Cassette.load(path).interactions
+    assert interaction.response.status == 401
+    assert interaction.response.body == b"no key\n"
+    with replay.use_cassette(path, record_mode="none"):
+        assert asyncio.run(asyncio.wait_for(refused(_url(path)), 10)) == 401

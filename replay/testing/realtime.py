@@ -41,11 +41,21 @@ class RealtimeOrigin:
         delay: seconds between deltas.
         close_after: close the connection with code 1000 after this many responses (None:
             never; the client closes).
+        compression: "deflate" to offer permessage-deflate (None: frames go uncompressed).
+        require_key: refuse an upgrade without an Authorization header (401).
     """
 
-    def __init__(self, delay: float = DELTA_DELAY, close_after: int | None = None) -> None:
+    def __init__(
+        self,
+        delay: float = DELTA_DELAY,
+        close_after: int | None = None,
+        compression: str | None = None,
+        require_key: bool = False,
+    ) -> None:
+        self.require_key = require_key
         self.delay = delay
         self.close_after = close_after
+        self.compression = compression
         self.connections = 0
         self.headers: list[dict[str, str]] = []
         self.received: list[Any] = []
@@ -81,11 +91,22 @@ class RealtimeOrigin:
 
         self._loop = asyncio.get_running_loop()
         self._stop = self._loop.create_future()
-        async with serve(self._handle, "127.0.0.1", 0, compression=None) as server:
+        async with serve(
+            self._handle,
+            "127.0.0.1",
+            0,
+            compression=self.compression,
+            process_request=self._refused,
+        ) as server:
             port = next(iter(server.sockets)).getsockname()[1]
             self.url = f"ws://127.0.0.1:{port}/v1/realtime?model=gpt-realtime"
             self._ready.set()
             await self._stop
+
+    def _refused(self, connection: Any, request: Any) -> Any:
+        if self.require_key and "Authorization" not in request.headers:
+            return connection.respond(401, "no key\n")
+        return None
 
     def _event(self, kind: str, **fields: Any) -> str:
         return json.dumps({"type": kind, "event_id": f"event_{next(self._ids)}", **fields})
