@@ -39,8 +39,8 @@ async def _talk(url: str) -> list[tuple[float, str]]:
     until response.done."""
     async with connect(url) as ws:
         await ws.recv()
+        sent = time.monotonic()  # (before: the replay's turn starts inside `send`)
         await ws.send(CREATE)
-        sent = time.monotonic()
         seen: list[tuple[float, str]] = []
         while not seen or seen[-1][1] != "response.done":
             kind = json.loads(await ws.recv())["type"]
