@@ -3,12 +3,11 @@ cassettes unchanged, tools that do not know frames unbroken."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import msgpack
 import pytest
+from commands import replay_text
 
 from replay.convert.json_export import export_json, import_json
 from replay.errors import CassetteFormatError
@@ -107,13 +106,10 @@ def test_the_frame_repr_shows_no_payload() -> None:
 def test_show_and_check_read_a_conversation_cassette(tmp_path: Path) -> None:
     path = tmp_path / "ws.msgpack"
     Cassette([_conversation()]).save(path)
-    for verb in ("show", "check"):
-        done = subprocess.run(
-            [sys.executable, "-m", "replay", verb, str(path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert "Traceback" not in done.stderr, done.stderr
-        assert done.returncode in (0, 1), done.stderr
+    shown = replay_text("show", str(path))
+    assert shown.returncode == 0, shown.stderr
+    assert "wss://api.example/v1/realtime" in shown.stdout
+    assert "101" in shown.stdout
+    checked = replay_text("check", str(path))
+    assert "Traceback" not in checked.stderr
+    assert checked.returncode in (0, 1), checked.stderr  # (1: a finding, not a crash)
