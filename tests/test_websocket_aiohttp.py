@@ -67,3 +67,19 @@ def test_ws_connect_replays_a_conversation_and_refuses_an_unknown_frame(tmp_path
         pytest.raises(FrameMismatchError, match="Nearest recorded client frame"),
     ):
         asyncio.run(asyncio.wait_for(_talk(origin.url, ("never said",)), 10))
+
+
+def test_ws_connect_that_stops_reading_early_ends_cleanly(tmp_path: Path) -> None:
+    path = tmp_path / "early.msgpack"
+    with RealtimeOrigin() as origin, replay.use_cassette(path):
+        asyncio.run(_talk(origin.url))
+
+    async def early() -> str:
+        async with aiohttp.ClientSession() as session, session.ws_connect(origin.url) as ws:
+            await ws.receive_str()
+            await ws.send_str(_create("hello aiohttp"))
+            return str(json.loads(await ws.receive_str())["type"])
+
+    with replay.use_cassette(path, record_mode="none", speed=1) as cassette:
+        assert asyncio.run(asyncio.wait_for(early(), 10)) == "response.created"
+    assert "server frames never read" in cassette.unconsumed[0]
