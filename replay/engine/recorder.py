@@ -96,7 +96,7 @@ class Tape:
                     self.cassette.append(cleaned)
                     if recording.read_on_loop:
                         self.read_on_loop.append(f"{cleaned.request.method} {cleaned.request.url}")
-                if self.redactor.response_holds_key(cleaned.response):
+                if self.redactor.response_holds_key(cleaned.response) or _frames_hold_key(cleaned):
                     with self._lock:
                         self.keys_in_responses.append(
                             f"{cleaned.request.method} {cleaned.request.url}"
@@ -138,6 +138,17 @@ class Tape:
             still_open = list(self._open)
         for recording in still_open:
             recording.finish(stopped_by="session")
+
+
+def _frames_hold_key(interaction: Interaction) -> bool:
+    """Whether a conversation's server frames hold a well-known key (stored as they came,
+    as response bodies are: the session warns of them)."""
+    if not interaction.frames:
+        return False
+    from replay.redact.shapes import chunks_hold_key
+
+    server = [f.data + b"\n" for f in interaction.frames if f.sender == "server"]
+    return chunks_hold_key(server)
 
 
 class Recording:
