@@ -322,3 +322,22 @@ def test_a_refused_upgrade_is_recorded_and_replayed_refused(tmp_path: Path) -> N
     assert interaction.response.body == b"no key\n"
     with replay.use_cassette(path, record_mode="none"):
         assert asyncio.run(asyncio.wait_for(refused(_url(path)), 10)) == 401
+
+
+def test_the_sync_client_on_virtual_time_sees_the_recorded_gaps(tmp_path: Path) -> None:
+    path = tmp_path / "sync-virtual.msgpack"
+
+    def talk(url: str) -> list[float]:
+        with sconnect(url) as ws:
+            ws.recv()
+            ws.send(_create("one two three"))
+            times = []
+            while json.loads(ws.recv())["type"] != "response.done":
+                times.append(time.monotonic())
+        return [b - a for a, b in itertools.pairwise(times)]
+
+    with RealtimeOrigin(delay=0.15) as origin, replay.use_cassette(path):
+        talk(origin.url)
+    with replay.use_cassette(path, record_mode="none", speed="virtual"):
+        gaps = talk(_url(path))
+    assert gaps[1:] == pytest.approx(_recorded_gaps(path), rel=0.1)  # (the first: created)

@@ -192,19 +192,21 @@ class Peer:
             return
         delay = self.start_at + at / speed - self.clock.now()
         if delay > 0:
-            self._sleep(delay)
+            self._sleep(delay, message=False)
 
-    def _sleep(self, seconds: float) -> None:
-        """Wait `seconds` on the clock: on the real one, woken early by the client's bytes."""
+    def _sleep(self, seconds: float, *, message: bool = True) -> None:
+        """Wait `seconds` on the clock (before a `message`, or the handshake's answer): on the
+        real one, woken early by the client's bytes."""
         if type(self.clock) is MonotonicClock:
             readable, _, _ = select.select([self.sock], [], [], seconds)
             if readable:
                 self._drain()
-        else:  # a clock that skips: not before the client waits for the next message (it
-            # reads the clock once it has one: skipped sooner, the skip would count for it)
+            return
+        if message:  # a clock that skips: not before the client waits for the next message
+            # (it reads the clock once it has one: skipped sooner, the skip would count for it)
             with self.lock:
                 self._changed.wait_for(self._caught_up, _READ_WAIT)
-            self.clock.sleep(seconds)
+        self.clock.sleep(seconds)
 
     def _caught_up(self) -> bool:
         return self._wanted > self._sent or self.conversation.closed
