@@ -240,11 +240,19 @@ def test_the_sync_client_records_and_replays(tmp_path: Path) -> None:
     assert b"sk-proj-abcdefghij" not in path.read_bytes()
 
 
-def test_new_episodes_appends_a_new_conversation(recorded: Any) -> None:
-    path, _ = recorded
-    with RealtimeOrigin() as origin, replay.use_cassette(path, record_mode="new_episodes"):
-        asyncio.run(_talk(origin.url))
-    assert origin.connections == 1  # another URL (port): a new conversation, recorded
+def test_new_episodes_works_per_socket(tmp_path: Path) -> None:
+    path = tmp_path / "episodes.msgpack"
+    with RealtimeOrigin() as origin:
+        with replay.use_cassette(path, record_mode="new_episodes"):
+            asyncio.run(_talk(origin.url))
+        assert origin.connections == 1
+        with replay.use_cassette(path, record_mode="new_episodes") as cassette:
+            first = asyncio.run(_talk(origin.url))  # replayed: the recorded socket
+            assert origin.connections == 1
+            second = asyncio.run(_talk(origin.url))  # a socket more: recorded
+            assert origin.connections == 2
+    assert _types(first) == _types(second)
+    assert (cassette.play_count, len(cassette.recorded)) == (1, 1)
     assert len(Cassette.load(path).interactions) == 2
 
 
