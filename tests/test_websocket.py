@@ -349,3 +349,20 @@ def test_the_sync_client_on_virtual_time_sees_the_recorded_gaps(tmp_path: Path) 
     with replay.use_cassette(path, record_mode="none", speed="virtual"):
         gaps = talk(_url(path))
     assert gaps[1:] == pytest.approx(_recorded_gaps(path), rel=0.1)  # (the first: created)
+
+
+def test_a_server_that_closes_is_replayed_closing_with_its_code(tmp_path: Path) -> None:
+    path = tmp_path / "closes.msgpack"
+
+    async def talk(url: str) -> tuple[list[str], int | None]:
+        async with aconnect(url) as ws:
+            await ws.send(_create("bye now"))
+            seen = [json.loads(message)["type"] async for message in ws]
+            return seen, ws.close_code
+
+    with RealtimeOrigin(close_after=1) as origin, replay.use_cassette(path):
+        live = asyncio.run(talk(origin.url))
+    assert live[1] == 1000
+    with replay.use_cassette(path, record_mode="none") as cassette:
+        assert asyncio.run(asyncio.wait_for(talk(_url(path)), 10)) == live
+    assert cassette.unconsumed == {}
