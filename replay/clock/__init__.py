@@ -170,7 +170,7 @@ class Schedule(Frozen):
         start: the clock reading when the request was sent.
         speed: the speed factor (finite and positive; instant replay has no schedule).
         policy: a speed policy that is more than a factor: the Stepper then plays each step
-            at the time `policy.timeline` maps it to (`speed` is unused).
+            at the time `policy.timeline` maps it to (`speed` is then its `rest`).
     """
 
     # (A plain immutable class, not attrs: instant replay never even makes one.)
@@ -196,7 +196,8 @@ class Schedule(Frozen):
             if math.isinf(speed):
                 return None
             return cls(start=clock.now(), speed=speed)
-        return cls(start=clock.now(), speed=1.0, policy=speed)
+        # (`speed`: the policy's `rest`, for what plays by a factor alone: WebSocket frames)
+        return cls(start=clock.now(), speed=speed.rest, policy=speed)
 
     def deadline(self, at: float) -> float:
         """The clock reading at which recorded time `at` is due."""
