@@ -278,7 +278,9 @@ def test_a_policy_in_a_virtual_time_session(recorded: tuple[str, Path]) -> None:
             if event.type == "response.output_text.delta"
         ]
     assert ttft is not None
-    assert firsts[0] == pytest.approx(ttft, abs=1e-6)
+    # Virtual time: the waits pass, and what the process spent waiting otherwise (a few ms
+    # at most on a loaded machine), never its computing.
+    assert ttft - 1e-6 <= firsts[0] < ttft + 0.05
 
 
 def test_the_pytest_option_takes_a_policy(tmp_path: Path) -> None:
