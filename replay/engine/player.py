@@ -137,7 +137,7 @@ class Player:
         with self.lock:
             index = self.cassette.find(wanted, among_first=self.replayable)
         if index is None:
-            return self._reconnected(wanted)
+            return self._resumed(wanted) or self._reconnected(wanted)
         injector = self._injector
         if injector is None or not injector.faults:  # the usual case, made short
             return Played(index, self._response(index, wanted))
@@ -158,6 +158,31 @@ class Player:
             if renames is None
             else jsonrpc.answer(interaction.response, renames)
         )
+
+    def _resumed(self, wanted: Request) -> Played | None:
+        """A client resuming a stream a `resume` fault dropped: the rest of that recording
+        (the latest played stream it resumes, which the fault targets)."""
+        injector = self._injector
+        if injector is None or not injector.resumes():
+            return None
+        from replay.faults import resuming
+        from replay.matching.resume import resume_point
+
+        point = resume_point(wanted)
+        if point is None:
+            return None
+        with self.lock:
+            interactions = self.cassette.interactions
+            last = self.replayable if self.replayable is not None else len(interactions)
+            played = [i for i in range(last) if self.cassette.play_counts[i]]
+        for index in reversed(played):
+            interaction = interactions[index]
+            if not any(f.applies_to(index, interaction.request) for f in injector.resumes()):
+                continue
+            rest = resuming.answer(interaction, wanted, point)
+            if rest is not None:
+                return Played(index, rest)
+        return None
 
     def _reconnected(self, wanted: Request) -> Played | None:
         """An MCP client's GET stream opened again once its recording has played: the

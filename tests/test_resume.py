@@ -1,0 +1,187 @@
+"""Streams that resume: a drop and its resume recorded as one linked scenario and replayed
+offline, a resume from the wrong place refused clearly, and the `resume` fault that drops a
+stream recorded whole and answers the client's resume from the same recording.
+
+Against a real loopback origin: an SSE stream that drops after event 5 and a real
+reconnect loop (httpx + httpx-sse, `Last-Event-ID`); an OpenAI Responses background stream
+that drops after sequence 7 and the openai SDK's own resume
+(`responses.retrieve(id, stream=True, starting_after=7)`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import httpx
+import httpx_sse
+import openai
+import pytest
+
+import replay
+from replay import faults
+from replay.testing import Origin, Script
+from replay.testing.origin import SeenRequest
+from replay.testing.streams import HELLO_TEXT, responses_hello
+
+SSE_WORDS = [f"w{n} " for n in range(1, 11)]
+SSE_TEXT = "".join(SSE_WORDS)
+RESPONSE_ID = "resp_4b71d12c86d94e719c7e3984a7bb7941"
+
+
+def _sse_event(number: int) -> tuple[float, bytes]:
+    return (0.002, f"id: {number}\ndata: {SSE_WORDS[number - 1]}\n\n".encode())
+
+
+def _sse_route(drop_after: int | None) -> object:
+    """Events 1..10, each with its `id:`; the first connection drops after `drop_after`; a
+    resume (`Last-Event-ID: N`) gets the events after N."""
+
+    def answer(seen: SeenRequest) -> Script:
+        last = seen.header("last-event-id")
+        first = 1 if last is None else int(last) + 1
+        end = 10 if last is not None or drop_after is None else drop_after
+        chunks = [_sse_event(n) for n in range(first, end + 1)]
+        return Script(chunks=chunks, end="eof" if end == 10 else "drop")
+
+    return answer
+
+
+def read_sse(client: httpx.Client, url: str, *, skip: int = 0) -> tuple[str, int]:
+    """A reconnecting SSE client: the text it assembles and how many connections it made.
+
+    `skip`: a buggy client, which resumes from `skip` events before the last one it saw.
+    """
+    seen: list[tuple[str, str]] = []
+    for connection in range(1, 6):
+        headers = {}
+        if seen:
+            headers["Last-Event-ID"] = seen[-1 - skip][0]
+            del seen[len(seen) - skip :]
+        try:
+            with httpx_sse.connect_sse(client, "GET", url, headers=headers) as source:
+                for event in source.iter_sse():
+                    seen.append((event.id, event.data))
+            return "".join(data for _, data in seen), connection
+        except httpx.RemoteProtocolError:
+            continue
+    raise AssertionError("the stream never finished")
+
+
+def test_an_sse_drop_and_its_resume_replay_offline_as_recorded(tmp_path: Path) -> None:
+    cassette = tmp_path / "sse.msgpack"
+    with Origin({"/events": _sse_route(drop_after=5)}) as origin:
+        url = f"{origin.url}/events"
+        with replay.use_cassette(cassette, record_mode="once"), httpx.Client() as client:
+            assert read_sse(client, url) == (SSE_TEXT, 2)
+        assert [r.header("last-event-id") for r in origin.requests] == [None, "5"]
+        hits = len(origin.requests)
+        with replay.use_cassette(cassette, record_mode="none") as used, httpx.Client() as client:
+            assert read_sse(client, url) == (SSE_TEXT, 2)
+        assert len(origin.requests) == hits  # offline: 0 hits
+        assert used.all_played
+
+
+def test_a_resume_from_the_wrong_place_is_a_clear_mismatch(tmp_path: Path) -> None:
+    cassette = tmp_path / "sse.msgpack"
+    with Origin({"/events": _sse_route(drop_after=5)}) as origin:
+        url = f"{origin.url}/events"
+        with replay.use_cassette(cassette, record_mode="once"), httpx.Client() as client:
+            read_sse(client, url)
+    with (
+        replay.use_cassette(cassette, record_mode="none"),
+        httpx.Client() as client,
+        pytest.raises(replay.CassetteMismatchError) as caught,
+    ):
+        read_sse(client, url, skip=1)  # resumes from event 4
+    message = str(caught.value)
+    assert "resume point differs: the client resumes after event id '4' (Last-Event-ID: 4); " in (
+        message
+    )
+    assert "the recorded request resumed after event id '5' (Last-Event-ID: 5)" in message
+
+
+def test_the_resume_fault_resumes_an_sse_stream_recorded_whole(tmp_path: Path) -> None:
+    cassette = tmp_path / "whole.msgpack"
+    with Origin({"/events": _sse_route(drop_after=None)}) as origin:
+        url = f"{origin.url}/events"
+        with replay.use_cassette(cassette, record_mode="once"), httpx.Client() as client:
+            assert read_sse(client, url) == (SSE_TEXT, 1)
+    fault = faults.resume(after_events=5)
+    with replay.use_cassette(cassette, faults=[fault]) as used, httpx.Client() as client:
+        assert read_sse(client, url) == (SSE_TEXT, 2)
+    assert used.all_played
+
+
+# --- OpenAI Responses, background mode -----------------------------------------------------
+
+_EVENTS = responses_hello(scale=0.01)
+
+
+def _responses_routes(drop_after: int | None) -> dict[str, object]:
+    """`POST /v1/responses` streams sequence 0..17 (dropping after `drop_after`); `GET
+    /v1/responses/{id}?stream=true&starting_after=N` the events after N."""
+
+    def resumed(seen: SeenRequest) -> Script:
+        after = int(parse_qs(seen.query)["starting_after"][0])
+        return Script(chunks=_EVENTS[after + 1 :])
+
+    first = _EVENTS if drop_after is None else _EVENTS[: drop_after + 1]
+    return {
+        "/v1/responses": Script(chunks=first, end="eof" if drop_after is None else "drop"),
+        f"/v1/responses/{RESPONSE_ID}": resumed,
+    }
+
+
+def read_background(base_url: str, *, skip: int = 0) -> tuple[str, list[int]]:
+    """The openai SDK in background mode, resuming a dropped stream by its sequence number:
+    the text and the `starting_after` of each resume."""
+    client = openai.OpenAI(base_url=base_url, api_key="sk-test", max_retries=0)
+    text: list[str] = []
+    resumes: list[int] = []
+    last, response_id = -1, ""
+    stream = client.responses.create(model="gpt-4.1", input="hi", background=True, stream=True)
+    while True:
+        try:
+            for event in stream:
+                last = event.sequence_number
+                if event.type == "response.created":
+                    response_id = event.response.id
+                if event.type == "response.output_text.delta":
+                    text.append(event.delta)
+            return "".join(text), resumes
+        except (httpx.RemoteProtocolError, openai.APIConnectionError):
+            resumes.append(last - skip)
+            stream = client.responses.retrieve(response_id, stream=True, starting_after=last - skip)
+
+
+def test_a_background_stream_drop_and_the_sdk_resume_replay_offline(tmp_path: Path) -> None:
+    cassette = tmp_path / "background.msgpack"
+    with Origin(_responses_routes(drop_after=7)) as origin:
+        base = f"{origin.url}/v1"
+        with replay.use_cassette(cassette, record_mode="once"):
+            assert read_background(base) == (HELLO_TEXT, [7])
+        hits = len(origin.requests)
+        assert parse_qs(origin.requests[-1].query)["starting_after"] == ["7"]
+        with replay.use_cassette(cassette, record_mode="none") as used:
+            assert read_background(base) == (HELLO_TEXT, [7])
+        assert len(origin.requests) == hits
+        assert used.all_played
+        with (
+            replay.use_cassette(cassette, record_mode="none"),
+            pytest.raises(replay.CassetteMismatchError) as caught,
+        ):
+            read_background(base, skip=2)
+    message = str(caught.value)
+    assert "the client resumes after sequence_number 5 (starting_after=5); " in message
+    assert "recorded request resumed after sequence_number 7 (starting_after=7)" in message
+
+
+def test_the_resume_fault_resumes_a_background_stream_recorded_whole(tmp_path: Path) -> None:
+    cassette = tmp_path / "whole.msgpack"
+    with Origin(_responses_routes(drop_after=None)) as origin:
+        base = f"{origin.url}/v1"
+        with replay.use_cassette(cassette, record_mode="once"):
+            assert read_background(base) == (HELLO_TEXT, [])
+    with replay.use_cassette(cassette, faults=["resume(after_events=8)"]):
+        assert read_background(base) == (HELLO_TEXT, [7])
