@@ -10,6 +10,10 @@ that drops after sequence 7 and the openai SDK's own resume
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import json
+import time
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -185,3 +189,74 @@ def test_the_resume_fault_resumes_a_background_stream_recorded_whole(tmp_path: P
             assert read_background(base) == (HELLO_TEXT, [])
     with replay.use_cassette(cassette, faults=["resume(after_events=8)"]):
         assert read_background(base) == (HELLO_TEXT, [7])
+
+
+# --- polling a background response costs no time under virtual time ------------------------
+
+REAL_MONOTONIC = time.monotonic  # bound before any virtual session
+
+
+def _json(status: str) -> Script:
+    body = json.dumps({"id": RESPONSE_ID, "object": "response", "status": status})
+    return Script(headers=(("content-type", "application/json"),), chunks=((0.0, body.encode()),))
+
+
+def _polled_routes() -> dict[str, object]:
+    """`POST /v1/responses` answers `queued`; each GET of it `in_progress`, the third
+    `completed`."""
+    polls = itertools.count(1)
+    return {
+        "/v1/responses": _json("queued"),
+        f"/v1/responses/{RESPONSE_ID}": lambda seen: _json(
+            "completed" if next(polls) >= 3 else "in_progress"
+        ),
+    }
+
+
+def poll(client: httpx.Client, base: str, every: float) -> tuple[str, int]:
+    """A client of background mode: create, then poll while queued or in progress."""
+    answer = client.post(f"{base}/responses", json={"background": True}).json()
+    polls = 0
+    while answer["status"] in ("queued", "in_progress"):
+        time.sleep(every)
+        polls += 1
+        answer = client.get(f"{base}/responses/{answer['id']}").json()
+    return answer["status"], polls
+
+
+async def apoll(client: httpx.AsyncClient, base: str, every: float) -> tuple[str, int]:
+    """`poll`, on asyncio."""
+    answer = (await client.post(f"{base}/responses", json={"background": True})).json()
+    polls = 0
+    while answer["status"] in ("queued", "in_progress"):
+        await asyncio.sleep(every)
+        polls += 1
+        answer = (await client.get(f"{base}/responses/{answer['id']}")).json()
+    return answer["status"], polls
+
+
+def test_polling_a_background_response_costs_no_time_under_virtual_time(tmp_path: Path) -> None:
+    cassette = tmp_path / "poll.msgpack"
+    with Origin(_polled_routes()) as origin:
+        base = f"{origin.url}/v1"
+        with replay.use_cassette(cassette, record_mode="once"), httpx.Client() as client:
+            assert poll(client, base, every=0.01) == ("completed", 3)
+    # Polled every 10 s in replay: 30 s on the client's clocks, not on the wall's.
+    with replay.use_cassette(cassette, speed="virtual"), httpx.Client() as client:
+        started, real = time.monotonic(), REAL_MONOTONIC()
+        assert poll(client, base, every=10) == ("completed", 3)
+        seen, waited = time.monotonic() - started, REAL_MONOTONIC() - real
+    assert seen >= 30
+    assert waited < 15
+
+    async def main() -> tuple[tuple[str, int], float, float]:
+        with replay.use_cassette(cassette, speed="virtual"):
+            async with httpx.AsyncClient() as client:
+                started, real = time.monotonic(), REAL_MONOTONIC()
+                result = await apoll(client, base, every=10)
+                return result, time.monotonic() - started, REAL_MONOTONIC() - real
+
+    result, seen, waited = asyncio.run(main())
+    assert result == ("completed", 3)
+    assert seen >= 30
+    assert waited < 15
