@@ -249,19 +249,19 @@ def _patch_sleeps() -> None:
     """`time.sleep`, and `asyncio.sleep` if asyncio is imported, made virtual (`_sleep`)."""
     global _real_asyncio_sleep
     _saved_sleeps["time"] = time.sleep
-    time.sleep = _sleep
+    setattr(time, "sleep", _sleep)  # noqa: B010 - typeshed's signature is wider
     asyncio = sys.modules.get("asyncio")
     if asyncio is not None:
-        _saved_sleeps["asyncio"] = _real_asyncio_sleep = asyncio.sleep
-        asyncio.sleep = _asyncio_sleep
+        _saved_sleeps["asyncio"] = _real_asyncio_sleep = getattr(asyncio, "sleep")  # noqa: B009
+        setattr(asyncio, "sleep", _asyncio_sleep)  # noqa: B010
 
 
 def _unpatch_sleeps() -> None:
     global _real_asyncio_sleep
-    time.sleep = _saved_sleeps.pop("time", _real_sleep)
+    setattr(time, "sleep", _saved_sleeps.pop("time", _real_sleep))  # noqa: B010
     asyncio = sys.modules.get("asyncio")
     if "asyncio" in _saved_sleeps and asyncio is not None:
-        asyncio.sleep = _saved_sleeps.pop("asyncio")
+        setattr(asyncio, "sleep", _saved_sleeps.pop("asyncio"))  # noqa: B010
     _saved_sleeps.clear()
     _real_asyncio_sleep = None
 
