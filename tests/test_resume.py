@@ -21,9 +21,11 @@ import httpx
 import httpx_sse
 import openai
 import pytest
+from commands import replay_text
 
 import replay
 from replay import faults
+from replay.inspect.check import check_files
 from replay.testing import Origin, Script
 from replay.testing.origin import SeenRequest
 from replay.testing.streams import HELLO_TEXT, responses_hello
@@ -37,13 +39,14 @@ def _sse_event(number: int) -> tuple[float, bytes]:
     return (0.002, f"id: {number}\ndata: {SSE_WORDS[number - 1]}\n\n".encode())
 
 
-def _sse_route(drop_after: int | None) -> object:
+def _sse_route(drop_after: int | None, repeat: int = 0) -> object:
     """Events 1..10, each with its `id:`; the first connection drops after `drop_after`; a
-    resume (`Last-Event-ID: N`) gets the events after N."""
+    resume (`Last-Event-ID: N`) gets the events after N (`repeat`: a faulty server's, which
+    sends that many before them again)."""
 
     def answer(seen: SeenRequest) -> Script:
         last = seen.header("last-event-id")
-        first = 1 if last is None else int(last) + 1
+        first = 1 if last is None else int(last) + 1 - repeat
         end = 10 if last is not None or drop_after is None else drop_after
         chunks = [_sse_event(n) for n in range(first, end + 1)]
         return Script(chunks=chunks, end="eof" if end == 10 else "drop")
@@ -103,6 +106,28 @@ def test_a_resume_from_the_wrong_place_is_a_clear_mismatch(tmp_path: Path) -> No
         message
     )
     assert "the recorded request resumed after event id '5' (Last-Event-ID: 5)" in message
+
+
+def test_check_follows_the_numbers_across_the_resume(tmp_path: Path) -> None:
+    good, bad = tmp_path / "good.msgpack", tmp_path / "bad.msgpack"
+    for path, repeat in ((good, 0), (bad, 1)):
+        with (
+            Origin({"/events": _sse_route(drop_after=5, repeat=repeat)}) as origin,
+            replay.use_cassette(path, record_mode="once"),
+            httpx.Client() as client,
+        ):
+            read_sse(client, f"{origin.url}/events")
+
+    checked = replay_text("check", str(good))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"{good} #0 event - stream.truncated: note: " in checked.stdout
+    assert "(a later request resumes it)" in checked.stdout
+    broken = replay_text("check", str(bad))
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert (
+        f"{bad} #1 event 0 resume.continues: error: resumed after event id '5' "
+        "(Last-Event-ID: 5), the stream starts at 5: it repeats 5..5"
+    ) in broken.stdout
 
 
 def test_the_resume_fault_resumes_an_sse_stream_recorded_whole(tmp_path: Path) -> None:
@@ -171,6 +196,9 @@ def test_a_background_stream_drop_and_the_sdk_resume_replay_offline(tmp_path: Pa
             assert read_background(base) == (HELLO_TEXT, [7])
         assert len(origin.requests) == hits
         assert used.all_played
+        checked = check_files([cassette])  # the resumed stream, as the SDK assembles it
+        assert checked.ok, checked.report()
+        assert checked.streams == 2
         with (
             replay.use_cassette(cassette, record_mode="none"),
             pytest.raises(replay.CassetteMismatchError) as caught,
@@ -179,6 +207,25 @@ def test_a_background_stream_drop_and_the_sdk_resume_replay_offline(tmp_path: Pa
     message = str(caught.value)
     assert "the client resumes after sequence_number 5 (starting_after=5); " in message
     assert "recorded request resumed after sequence_number 7 (starting_after=7)" in message
+
+
+def test_check_finds_a_client_resuming_behind_what_it_got(tmp_path: Path) -> None:
+    cassette = tmp_path / "behind.msgpack"
+    with (
+        Origin(_responses_routes(drop_after=7)) as origin,
+        replay.use_cassette(cassette, record_mode="once"),
+    ):
+        text, resumes = read_background(f"{origin.url}/v1", skip=2)
+    assert resumes == [5]
+    assert text != HELLO_TEXT  # two deltas came twice
+    checked = check_files([cassette])
+    assert [str(finding) for finding in checked.findings] == [
+        f"{cassette} #0 event - stream.truncated: note: the stream ended with "
+        "RemoteProtocolError: peer closed connection without sending complete message body "
+        "(incomplete chunked read) (a later request resumes it)",
+        f"{cassette} #1 event - resume.from: warning: the client resumed after "
+        "sequence_number 5 (starting_after=5), but it had got events up to 7: 6..7 come twice",
+    ]
 
 
 def test_the_resume_fault_resumes_a_background_stream_recorded_whole(tmp_path: Path) -> None:
