@@ -13,6 +13,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -29,6 +33,8 @@ from replay.inspect.check import check_files
 from replay.testing import Origin, Script
 from replay.testing.origin import SeenRequest
 from replay.testing.streams import HELLO_TEXT, responses_hello
+
+pytest_plugins = ["pytester"]
 
 SSE_WORDS = [f"w{n} " for n in range(1, 11)]
 SSE_TEXT = "".join(SSE_WORDS)
@@ -307,3 +313,90 @@ def test_polling_a_background_response_costs_no_time_under_virtual_time(tmp_path
     assert result == ("completed", 3)
     assert seen >= 30
     assert waited < 15
+
+
+# --- the resume fault in every shell: the pytest marker, `replay run`, `replay serve` -------
+
+RECONNECT = """
+import sys
+
+import httpx, httpx_sse
+
+
+def read_sse(url):
+    seen = []
+    for connection in range(1, 6):
+        headers = {"Last-Event-ID": seen[-1][0]} if seen else {}
+        try:
+            with httpx.Client() as client, httpx_sse.connect_sse(
+                client, "GET", url, headers=headers
+            ) as source:
+                for event in source.iter_sse():
+                    seen.append((event.id, event.data))
+            return "".join(data for _, data in seen), connection
+        except httpx.RemoteProtocolError:
+            continue
+"""
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path]:
+    """An SSE stream and a Responses background stream, each recorded without a drop: the
+    SSE cassette, its URL, and the Responses cassette."""
+    folder = tmp_path_factory.mktemp("whole")
+    sse, responses = folder / "sse.msgpack", folder / "responses.msgpack"
+    with Origin({"/events": _sse_route(drop_after=None)}) as origin:
+        url = f"{origin.url}/events"
+        with replay.use_cassette(sse), httpx.Client() as client:
+            read_sse(client, url)
+    with Origin(_responses_routes(drop_after=None)) as origin, replay.use_cassette(responses):
+        read_background(f"{origin.url}/v1")
+    return sse, url, responses
+
+
+def test_the_resume_fault_in_the_pytest_marker(
+    pytester: pytest.Pytester, whole: tuple[Path, str, Path]
+) -> None:
+    sse, url, _ = whole
+    pytester.makepyfile(
+        RECONNECT
+        + textwrap.dedent(f"""
+        import pytest
+
+        @pytest.mark.use_cassette({str(sse)!r}, faults=["resume(after_events=5)"])
+        def test_resumes():
+            assert read_sse({url!r}) == ({SSE_TEXT!r}, 2)
+        """)
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=60)
+    result.assert_outcomes(passed=1)
+
+
+def test_the_resume_fault_in_replay_run(tmp_path: Path, whole: tuple[Path, str, Path]) -> None:
+    sse, url, _ = whole
+    app = tmp_path / "app.py"
+    app.write_text(RECONNECT + "print(*read_sse(sys.argv[1]), sep='|')\n")
+    fault = "resume(after_events=5)"
+    result = replay_text("run", str(sse), "--fault", fault, "--", sys.executable, str(app), url)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == f"{SSE_TEXT}|2"
+
+
+def test_the_resume_fault_in_replay_serve(whole: tuple[Path, str, Path]) -> None:
+    _, _, responses = whole
+    command = [sys.executable, "-m", "replay.cli", "serve", str(responses), "--port", "0"]
+    command += ["--speed", "instant", "--fault", "resume(after_events=8)"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as server:
+        try:
+            assert server.stdout is not None
+            found = None
+            for line in server.stdout:
+                found = re.search(rb"http://127\.0\.0\.1:\d+", line)
+                if found:
+                    break
+            assert found, "replay serve did not start"
+            base = f"{found[0].decode()}/v1"
+            assert read_background(base) == (HELLO_TEXT, [7])
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
