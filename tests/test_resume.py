@@ -11,6 +11,7 @@ that drops after sequence 7 and the openai SDK's own resume
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import re
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -30,6 +32,7 @@ from commands import replay_text
 import replay
 from replay import faults
 from replay.inspect.check import check_files
+from replay.matching import MatchIndex
 from replay.testing import Origin, Script
 from replay.testing.origin import SeenRequest
 from replay.testing.streams import HELLO_TEXT, responses_hello
@@ -382,10 +385,11 @@ def test_the_resume_fault_in_replay_run(tmp_path: Path, whole: tuple[Path, str, 
     assert result.stdout.splitlines()[0] == f"{SSE_TEXT}|2"
 
 
-def test_the_resume_fault_in_replay_serve(whole: tuple[Path, str, Path]) -> None:
-    _, _, responses = whole
-    command = [sys.executable, "-m", "replay.cli", "serve", str(responses), "--port", "0"]
-    command += ["--speed", "instant", "--fault", "resume(after_events=8)"]
+@contextlib.contextmanager
+def serving(cassette: Path, fault: str) -> Iterator[str]:
+    """`replay serve CASSETTE --fault FAULT` at instant speed: its URL, while it runs."""
+    command = [sys.executable, "-m", "replay.cli", "serve", str(cassette), "--port", "0"]
+    command += ["--speed", "instant", "--fault", fault]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as server:
         try:
             assert server.stdout is not None
@@ -395,8 +399,44 @@ def test_the_resume_fault_in_replay_serve(whole: tuple[Path, str, Path]) -> None
                 if found:
                     break
             assert found, "replay serve did not start"
-            base = f"{found[0].decode()}/v1"
-            assert read_background(base) == (HELLO_TEXT, [7])
+            yield found[0].decode()
         finally:
             server.terminate()
             server.wait(timeout=30)
+
+
+def test_the_resume_fault_in_replay_serve(whole: tuple[Path, str, Path]) -> None:
+    sse, _, responses = whole
+    with serving(responses, "resume(after_events=8)") as url:
+        assert read_background(f"{url}/v1") == (HELLO_TEXT, [7])
+    with serving(sse, "resume(after_events=5)") as url, httpx.Client() as client:
+        assert read_sse(client, f"{url}/events") == (SSE_TEXT, 2)
+
+
+# --- the pieces -------------------------------------------------------------------------------
+
+
+def test_the_resume_fault_is_a_spec() -> None:
+    fault = faults.parse("resume(after_events=5)")
+    assert fault == faults.resume(after_events=5)
+    assert repr(fault) == "resume(after_events=5)"
+    assert fault.describe() == (
+        "drop after 5 events, and answer the resume from the recording (every interaction)"
+    )
+    with pytest.raises(replay.ConfigurationError, match="after_events must be a whole number"):
+        faults.parse("resume(after_events=-1)")
+
+
+def test_a_match_on_without_last_event_id_does_not_compare_it() -> None:
+    url = "http://127.0.0.1:1/events"
+    recorded = [
+        replay.Request(method="GET", url=url),
+        replay.Request(method="GET", url=url, headers=[("Last-Event-ID", "5")]),
+    ]
+    resumed_from_4 = replay.Request(method="GET", url=url, headers=[("last-event-id", "4")])
+    by_default = MatchIndex(recorded, match_on=replay.DEFAULT_MATCH_ON)
+    assert by_default.take(resumed_from_4, [1, 0]) is None
+    assert by_default.take(recorded[1], [1, 0]) == 1
+    assert by_default.take(replay.Request(method="GET", url=url), [0, 0]) == 0
+    without = MatchIndex(recorded, match_on=("method", "path"))
+    assert without.take(resumed_from_4, [1, 0]) == 1

@@ -166,11 +166,17 @@ class Player:
         if injector is None or not injector.resumes():
             return None
         from replay.faults import resuming
+        from replay.matching import same_but_resume
         from replay.matching.resume import resume_point
 
         point = resume_point(wanted)
         if point is None:
             return None
+        match_on = self.cassette.match_on
+
+        def same(new: Request, recorded: Request) -> bool:
+            return same_but_resume(match_on, new, recorded)
+
         with self.lock:
             interactions = self.cassette.interactions
             last = self.replayable if self.replayable is not None else len(interactions)
@@ -179,7 +185,7 @@ class Player:
             interaction = interactions[index]
             if not any(f.applies_to(index, interaction.request) for f in injector.resumes()):
                 continue
-            rest = resuming.answer(interaction, wanted, point)
+            rest = resuming.answer(interaction, wanted, point, same)
             if rest is not None:
                 return Played(index, rest)
         return None

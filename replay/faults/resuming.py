@@ -11,6 +11,7 @@ long after the headers as it came after that event, then the recorded end.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import attrs
@@ -80,16 +81,20 @@ def _rest(response: Response, offset: int, since: float) -> Response:
     )
 
 
-def answer(interaction: Interaction, wanted: Request, point: ResumePoint) -> Response | None:
+def answer(
+    interaction: Interaction,
+    wanted: Request,
+    point: ResumePoint,
+    same: Callable[[Request, Request], bool],
+) -> Response | None:
     """The rest of `interaction`'s recorded stream for `wanted`, which resumes it at `point`;
-    None when `wanted` does not resume this stream (another URL or response, or no event
-    of that id or sequence number)."""
+    None when `wanted` does not resume this stream (for `Last-Event-ID`, a request that
+    `same(wanted, recorded)` does not find the same; another response id; no event of that
+    id or sequence number)."""
     response = interaction.response
     if not framing.is_stream(response):
         return None
-    if point.kind == "Last-Event-ID" and (
-        wanted.method != interaction.request.method or wanted.url != interaction.request.url
-    ):
+    if point.kind == "Last-Event-ID" and not same(wanted, interaction.request):
         return None
     events = framing.events(response)
     if point.kind == "starting_after" and response_id(events) != point.response_id:

@@ -31,7 +31,7 @@ from replay.matching.keys import (
     is_json,
     json_key,
 )
-from replay.matching.resume import last_event_id
+from replay.matching.resume import LAST_EVENT_ID, last_event_id
 
 if TYPE_CHECKING:
     from replay.model import Request
@@ -43,6 +43,7 @@ __all__ = [
     "Matcher",
     "answers_alike",
     "keyed_by_request",
+    "same_but_resume",
 ]
 
 MatchOn = Sequence[Matcher]
@@ -149,6 +150,21 @@ def answers_alike(match_on: MatchOn, recorded: Request, request: Request) -> boo
         and recorded.method == request.method
         and (not plan.by_last_event_id or last_event_id(recorded) == last_event_id(request))
     )
+
+
+def same_but_resume(match_on: MatchOn, wanted: Request, recorded: Request) -> bool:
+    """Whether `wanted` asks what `recorded` asked under the named matchers of `match_on`
+    (its callables are not asked), but for where they resume a stream (their
+    `Last-Event-ID`): a resume of the stream `recorded` opened."""
+    import attrs
+
+    index = MatchIndex((), match_on=match_on)
+
+    def bare(request: Request) -> Request:
+        headers = tuple(p for p in request.headers if p[0].lower() != LAST_EVENT_ID)
+        return attrs.evolve(request, headers=headers)
+
+    return index.key(bare(wanted)) == index.key(bare(recorded))
 
 
 class MatchIndex:
