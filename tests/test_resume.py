@@ -440,3 +440,20 @@ def test_a_match_on_without_last_event_id_does_not_compare_it() -> None:
     assert by_default.take(replay.Request(method="GET", url=url), [0, 0]) == 0
     without = MatchIndex(recorded, match_on=("method", "path"))
     assert without.take(resumed_from_4, [1, 0]) == 1
+
+
+def test_a_resume_the_cassette_never_recorded_points_at_the_fault(
+    whole: tuple[Path, str, Path],
+) -> None:
+    sse, url, _ = whole
+    with (
+        replay.use_cassette(sse, record_mode="none"),
+        httpx.Client() as client,
+        pytest.raises(replay.CassetteMismatchError) as caught,
+    ):
+        client.get(url, headers={"Last-Event-ID": "5"})
+    assert (
+        "resume point differs: the client resumes after event id '5' (Last-Event-ID: 5); the "
+        "recorded request resumed no stream (to resume a stream recorded whole, drop it with "
+        "the resume fault)"
+    ) in str(caught.value)

@@ -84,6 +84,8 @@ def difference(wanted: Request, recorded: Request) -> str | None:
         return None
     said = "does not resume a stream" if mine is None else f"resumes {mine}"
     was = "resumed no stream" if theirs is None else f"resumed {theirs}"
+    if theirs is None:  # a drop the cassette does not hold
+        was += " (to resume a stream recorded whole, drop it with the resume fault)"
     return f"the client {said}; the recorded request {was}"
 
 
