@@ -457,3 +457,37 @@ def test_a_resume_the_cassette_never_recorded_points_at_the_fault(
         "recorded request resumed no stream (to resume a stream recorded whole, drop it with "
         "the resume fault)"
     ) in str(caught.value)
+
+
+def test_the_resume_fault_resumes_the_async_sdk(whole: tuple[Path, str, Path]) -> None:
+    _, _, responses = whole
+    recorded = replay.Cassette.load(responses).interactions[0].request.url
+    base = recorded.removesuffix("/responses")
+
+    async def main() -> tuple[str, list[int]]:
+        client = openai.AsyncOpenAI(base_url=base, api_key="sk-test", max_retries=0)
+        text: list[str] = []
+        resumes: list[int] = []
+        last, response_id = -1, ""
+        with replay.use_cassette(
+            responses, record_mode="none", faults=[faults.resume(after_events=3)]
+        ):
+            stream = await client.responses.create(
+                model="gpt-4.1", input="hi", background=True, stream=True
+            )
+            while True:
+                try:
+                    async for event in stream:
+                        last = event.sequence_number
+                        if event.type == "response.created":
+                            response_id = event.response.id
+                        if event.type == "response.output_text.delta":
+                            text.append(event.delta)
+                    return "".join(text), resumes
+                except openai.APIConnectionError:
+                    resumes.append(last)
+                    stream = await client.responses.retrieve(
+                        response_id, stream=True, starting_after=last
+                    )
+
+    assert asyncio.run(main()) == (HELLO_TEXT, [2])
