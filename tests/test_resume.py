@@ -491,3 +491,17 @@ def test_the_resume_fault_resumes_the_async_sdk(whole: tuple[Path, str, Path]) -
                     )
 
     assert asyncio.run(main()) == (HELLO_TEXT, [2])
+
+
+def test_a_resume_the_fault_cannot_answer_says_why(whole: tuple[Path, str, Path]) -> None:
+    sse, url, _ = whole
+    with (
+        replay.use_cassette(sse, faults=["resume(after_events=5)"]),
+        httpx.Client() as client,
+        pytest.raises(replay.CassetteMismatchError) as caught,
+    ):
+        client.get(url, headers={"Last-Event-ID": "99"})
+    assert (
+        "It resumes a stream after event id '99' (Last-Event-ID: 99), but no stream played so "
+        "far that the resume fault targets holds that event, for this request."
+    ) in str(caught.value)

@@ -190,6 +190,20 @@ class Player:
                 return Played(index, rest)
         return None
 
+    def _unresumed(self, wanted: Request) -> str:
+        """Why a `resume` fault did not answer `wanted`, when it resumes a stream."""
+        if self._injector is None or not self._injector.resumes():
+            return ""
+        from replay.matching.resume import resume_point
+
+        point = resume_point(wanted)
+        if point is None:
+            return ""
+        return (
+            f"It resumes a stream {point}, but no stream played so far that the resume fault "
+            "targets holds that event, for this request."
+        )
+
     def _reconnected(self, wanted: Request) -> Played | None:
         """An MCP client's GET stream opened again once its recording has played: the
         recording's headers and end, without its messages (they were delivered once)."""
@@ -230,6 +244,7 @@ class Player:
             hosts = {urlsplit(i.request.url).hostname for i in self.cassette.interactions}
         # Only where hosts are matched on ("replay serve" answers for any host).
         host = urlsplit(wanted.url).hostname if _matches_hosts(self.cassette) else None
+        reason = "\n".join(filter(None, [reason, self._unresumed(wanted)]))
         error = CassetteMismatchError(
             method=wanted.method,
             url=wanted.url,
