@@ -4,6 +4,7 @@
     ├── AmbiguousSessionError (RuntimeError) a request no single active session can claim
     ├── CassetteFormatError (ValueError)    a cassette file that cannot be read
     ├── CassetteMismatchError (LookupError) a request the cassette cannot answer
+    ├── FrameMismatchError (LookupError)    a WebSocket frame the recorded conversation never saw
     ├── CassetteWriteError (OSError)        a cassette file that cannot be saved
     ├── ConfigurationError (ValueError)     a bad argument: speed, record mode, matcher…
     ├── DecodingError (ValueError)          a body whose Content-Encoding cannot be undone
@@ -38,6 +39,7 @@ __all__ = [
     "DecoderMissingError",
     "DecodingError",
     "EventStreamError",
+    "FrameMismatchError",
     "KeyInResponseWarning",
     "LibraryAdvice",
     "NetworkBlockedError",
@@ -237,6 +239,36 @@ class CassetteMismatchError(ReplayError, LookupError):
                     lines.append(f"  {name} differs: {how_lines[0]}")
                 lines.extend(f"    {line}" for line in how_lines[1:])
         lines.append(f"To record it, {advice.record}.")
+        super().__init__("\n".join(lines))
+
+
+class FrameMismatchError(ReplayError, LookupError):
+    """A WebSocket client frame the replayed conversation never recorded (or sent already).
+
+    Attributes: `url` (the upgrade URL), `frame` (the frame sent, shown short), `nearest`
+    (the nearest recorded client frame not yet sent, shown so, or None), `differences` (how
+    it differs, lines), `cassette_path`; each redacted by the caller.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        frame: str,
+        cassette_path: Path | str | None,
+        nearest: str | None = None,
+        differences: Sequence[str] = (),
+    ) -> None:
+        self.url, self.frame, self.nearest = url, frame, nearest
+        self.differences = tuple(differences)
+        self.cassette_path = None if cassette_path is None else Path(cassette_path)
+        lines = [f"WebSocket frame sent on {url} has no match in {_where(cassette_path)}: {frame}"]
+        if nearest is None:
+            lines.append("Every client frame the recording holds was sent already.")
+        else:
+            lines.append(f"Nearest recorded client frame not yet sent: {nearest}")
+            lines.extend(f"  {line}" for line in self.differences)
+        lines.append("To record the conversation again, use record mode 'all'.")
         super().__init__("\n".join(lines))
 
 

@@ -94,6 +94,10 @@ class Run:
             for index in range(loaded)
             if counts[index] == 0
         ]
+        unplayed += [  # WebSocket conversations not wholly consumed (`Cassette.unconsumed`)
+            (index, f"{cassette.interactions[index].request.url} ({left})")
+            for index, left in cassette.unconsumed.items()
+        ]
         record = SessionRecord(
             path=_display(session.path, self._root),
             # (a key in a parametrize id is shown as a hash of it, as its cassette is named)
