@@ -70,6 +70,20 @@ class Run:
             self._log = SessionLog()
         return self._log
 
+    def resolve(self, path: Path) -> Path:
+        """Where a cassette path named in a test points: the one rule of all three forms
+        (`replay.session.naming.resolve_cassette_path`: a bare name beside the test's default
+        cassettes, a relative path relative to the test file); outside a test, as given."""
+        item = self.item
+        if item is None or path.is_absolute():
+            return path
+        from replay.session.naming import resolve_cassette_path
+
+        directory = self.config.getoption("cassette_dir") or self.config.getini(
+            "replay_cassette_dir"
+        )
+        return resolve_cassette_path(path, item.path, directory or None, self.config.rootpath)
+
     # -- the Watcher -------------------------------------------------------------------------
 
     def entered(self, session: CassetteSession) -> None:
