@@ -27,6 +27,7 @@ from typing import Any, Final, NoReturn, Protocol
 
 __all__ = [
     "ALREADY_PLAYED",
+    "BODY_MATCHERS",
     "DISTRIBUTION",
     "AdviceWording",
     "AmbiguousSessionError",
@@ -48,6 +49,9 @@ __all__ = [
     "raise_bare",
 ]
 
+
+#: The matchers that compare a request's body.
+BODY_MATCHERS: Final = ("body", "raw_body")
 
 #: The "matcher" named in `CassetteMismatchError.differences` when every matcher passes but
 #: the nearest interaction has already played.
@@ -164,6 +168,8 @@ class AdviceWording(Protocol):
     def repeat(self) -> str: ...
     @property
     def ignore_host(self) -> str: ...
+    @property
+    def rewrite(self) -> str: ...
 
 
 class LibraryAdvice:
@@ -173,6 +179,10 @@ class LibraryAdvice:
     record: Final = "use record_mode='new_episodes' (or 'all' to record everything again)"
     repeat: Final = "allow_playback_repeats=True lets it answer again"
     ignore_host: Final = "ignore_hosts=[{host!r}]"
+    rewrite: Final = (
+        "delete the cassette and record it again (record_mode='new_episodes' would add it "
+        "beside the stale one, which no run then plays)"
+    )
 
 
 _LIBRARY_ADVICE: AdviceWording = LibraryAdvice()
@@ -215,16 +225,21 @@ class CassetteMismatchError(ReplayError, LookupError):
             else f"cassette {str(cassette_path)!r}"
         )
         lines = [f"{method} {self.url} has no match in {where} (record mode {record_mode!r})"]
+        if reason:  # first: a missing file is the cause of all that follows
+            lines.append(reason)
         #: The request's host, when the cassette holds no request to it at all.
         self.unseen_host = unseen_host
-        if unseen_host is not None:
+        #: Whether the nearest recorded request differs in its body alone: a stale recording
+        #: (a changed prompt), which recording new episodes would keep beside the new one.
+        self.body_only = bool(self.differences) and all(
+            name in BODY_MATCHERS for name, _ in self.differences
+        )
+        if unseen_host is not None and nearest is not None:  # (an empty one saw no host)
             lines.append(
                 f"The cassette holds no request to {unseen_host} at all. If this is a "
                 "library's background request (telemetry, a model-cost map, a local "
                 f"service), let it go live with {advice.ignore_host.format(host=unseen_host)}."
             )
-        if reason:
-            lines.append(reason)
         if nearest is None:
             lines.append("The cassette has no recorded interactions.")
         else:
@@ -236,7 +251,13 @@ class CassetteMismatchError(ReplayError, LookupError):
                 else:
                     lines.append(f"  {name} differs: {how_lines[0]}")
                 lines.extend(f"    {line}" for line in how_lines[1:])
-        lines.append(f"To record it, {advice.record}.")
+        if self.body_only:
+            lines.append(
+                "Only the body differs: the recording is stale (the request changed since). "
+                f"To record it again, {advice.rewrite}."
+            )
+        else:
+            lines.append(f"To record it, {advice.record}.")
         super().__init__("\n".join(lines))
 
 
