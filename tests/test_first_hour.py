@@ -4,6 +4,7 @@ first when an SDK wraps it. Each through pytester, in a subprocess, as a user ru
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,3 +95,89 @@ def test_every_form_resolves_a_relative_path_against_the_test_file(
     result.assert_outcomes(passed=5)
     assert len(origin.requests) == hits
 
+
+
+# --- 3: a changed prompt is advised to record again, not to add beside ---------------------
+
+PROMPT = """
+import os
+
+@pytest.mark.use_cassette
+def test_prompt():
+    httpx.post(ORIGIN + "/echo", json={"input": os.environ.get("PROMPT", "hi")})
+"""
+
+
+def test_a_body_only_difference_advises_rewrite_and_says_why(
+    pytester: pytest.Pytester, origin: Origin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_llm=module(origin.url, PROMPT))
+    run(pytester).assert_outcomes(passed=1)
+    monkeypatch.setenv("PROMPT", "a changed prompt")
+
+    result = run(pytester, "--record-mode=none")
+
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    assert "Only the body differs: the recording is stale" in output
+    assert "To record it again: pytest --record-mode=rewrite 'test_llm.py::test_prompt'" in output
+    assert "new_episodes would keep it, unplayed" in output
+    assert "--record-mode=new_episodes 'test_llm.py" not in output
+    # Followed, the advice leaves nothing stale behind.
+    run(pytester, "--record-mode=rewrite", "test_llm.py::test_prompt").assert_outcomes(passed=1)
+    result = run(pytester, "--record-mode=none", "--strict-cassettes")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0
+    cassette = pytester.path / "cassettes" / "test_llm" / "test_prompt.msgpack"
+    assert [i.request.body for i in replay.Cassette.load(cassette).interactions] == [
+        b'{"input":"a changed prompt"}'
+    ]
+
+
+def test_a_changed_url_still_advises_new_episodes(
+    pytester: pytest.Pytester, origin: Origin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = PROMPT.replace('"/echo"', 'os.environ.get("WHERE", "/echo")')
+    pytester.makepyfile(test_llm=module(origin.url, source))
+    run(pytester).assert_outcomes(passed=1)
+    monkeypatch.setenv("WHERE", "/echo/other")
+
+    result = run(pytester, "--record-mode=none")
+
+    result.assert_outcomes(failed=1)
+    assert "To record it: pytest --record-mode=new_episodes 'test_llm.py::test_prompt'" in (
+        result.stdout.str()
+    )
+    assert "stale" not in result.stdout.str()
+
+
+# --- 6: replay's error first when an SDK wraps it ------------------------------------------
+
+WRAPPED = """
+import anthropic
+
+@pytest.mark.use_cassette(record_mode="none")
+def test_sdk():
+    client = anthropic.Anthropic(base_url=ORIGIN, api_key="sk-ant-test", max_retries=0)
+    client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+"""
+
+
+def test_an_sdk_wrapped_mismatch_shows_replays_error_first_and_once(
+    pytester: pytest.Pytester, origin: Origin
+) -> None:
+    pytester.makepyfile(test_llm=module(origin.url, WRAPPED))
+
+    result = run(pytester)
+
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    failure = output[output.index("___ test_sdk ___") : output.index("short test summary")]
+    assert failure.index("CassetteMismatchError") < failure.index("APIConnectionError")
+    assert failure.count("has no match in cassette") == 1
+    assert "anthropic.APIConnectionError: Connection error." in failure
+    assert "To record it: pytest --record-mode=new_episodes 'test_llm.py::test_sdk'" in failure
+    # The test's own frame and the one replay raised in: no SDK or httpx frame.
+    assert "site-packages" not in failure, failure
+    frames = [line for line in failure.splitlines() if re.match(r"\S+\.py:\d+: in ", line)]
+    assert len(frames) == 2, failure

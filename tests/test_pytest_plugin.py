@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import replay
-from replay.plugin.run import selector
+from replay.plugin.failure import selector
 from replay.testing import Origin, Script, responses_hello
 
 pytest_plugins = ["pytester"]

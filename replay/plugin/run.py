@@ -169,11 +169,14 @@ class Run:
         self._release()  # (a run interrupted between two tests)
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item) -> Any:
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
         report = yield
-        if report.failed:
+        if report.failed and call.excinfo is not None:
+            from replay.plugin.failure import explain_failure, replay_first
+
+            shown = replay_first(item, call, report)
             for session in item.stash.get(_SESSIONS, []):
-                _explain_failure(item, session, report)
+                explain_failure(item, session, report, shown)
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -215,39 +218,3 @@ class Run:
                 red=True,
             )
 
-
-def _explain_failure(item: pytest.Item, session: CassetteSession, report: Any) -> None:
-    """Add what replay knows of a failed test to its report: faults, unmatched requests."""
-    if session.options.faults:
-        report.sections.append(_fault_report(session))
-    if session.mismatches:
-        lines = [str(error) for error in session.mismatches]
-        lines.append(f"To record it: pytest --record-mode=new_episodes '{selector(item.nodeid)}'")
-        report.sections.append(("replay: unmatched requests", "\n\n".join(lines)))
-
-
-def selector(nodeid: str) -> str:
-    """What selects the test `nodeid` on pytest's command line: the id itself; for a test
-    whose parametrize ids hold a key, its function with all its parameters (replay shows no
-    key; those already recorded replay, `new_episodes` records only what is missing)."""
-    from replay.redact.shapes import holds_key
-
-    if not holds_key(nodeid):
-        return nodeid
-    where, _, name = nodeid.rpartition("::")
-    return f"{where}::{name.partition('[')[0]}"
-
-
-def _fault_report(session: CassetteSession) -> tuple[str, str]:
-    """The faults section: the faults injected, or why none were (nothing was replayed)."""
-    injector = session.injector
-    lines = injector.report()
-    used = session.last_used
-    recorded = len(used[0].recorded) if used is not None else 0
-    if recorded:
-        lines.append(
-            f"{recorded} interaction(s) recorded by this test, live and untouched: faults break "
-            "what is replayed, so the next run replays them with the faults"
-        )
-    title = "faults injected" if injector.injected() else "faults not injected"
-    return f"replay: {title}", "\n".join(lines)
