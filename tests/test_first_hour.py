@@ -181,3 +181,31 @@ def test_an_sdk_wrapped_mismatch_shows_replays_error_first_and_once(
     assert "site-packages" not in failure, failure
     frames = [line for line in failure.splitlines() if re.match(r"\S+\.py:\d+: in ", line)]
     assert len(frames) == 2, failure
+
+
+# --- 4: a cassette tests share, recorded by this run, is not reported unplayed --------------
+
+SHARED = """
+@pytest.mark.parametrize("n", range(6))
+@pytest.mark.use_cassette("shared")
+def test_shared(n):
+    assert httpx.post(ORIGIN + "/echo", json={"n": n}).content == b'{"n":%d}' % n
+"""
+
+
+def test_a_shared_cassette_recorded_by_this_run_is_not_unplayed(
+    pytester: pytest.Pytester, origin: Origin
+) -> None:
+    pytester.makepyfile(test_llm=module(origin.url, SHARED))
+
+    first = run(pytester, "--record-mode=new_episodes", "--strict-cassettes")
+
+    first.assert_outcomes(passed=6)
+    assert first.ret == 0
+    first.stdout.fnmatch_lines(["unplayed interactions: 0"])
+    # A later run that leaves some: each listed with its index and its body.
+    second = run(pytester, "--record-mode=none", "-k", "not 3")
+    second.assert_outcomes(passed=5, deselected=1)
+    second.stdout.fnmatch_lines(
+        ["unplayed interactions: 1", '  cassettes/test_llm/shared.msgpack #3 POST */echo {"n":3}']
+    )

@@ -353,7 +353,10 @@ def test_unplayed_interactions_are_listed_and_strict_fails_the_run(
     result.assert_outcomes(passed=1)
     assert result.ret == 0
     result.stdout.fnmatch_lines(
-        ["unplayed interactions: 1", "  cassettes/test_llm/test_hello.msgpack: POST */v1/responses"]
+        [
+            "unplayed interactions: 1",
+            '  cassettes/test_llm/test_hello.msgpack #1 POST */v1/responses {"input":"two"}',
+        ]
     )
     strict.assert_outcomes(passed=1)
     assert strict.ret == pytest.ExitCode.TESTS_FAILED

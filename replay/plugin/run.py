@@ -48,6 +48,22 @@ def _display(path: Path, root: str) -> str:
         return shown
 
 
+def _described(request: Any) -> tuple[str, str]:
+    """A recorded request (redacted, as stored) as the summary lists it, "METHOD URL body…"
+    (a key's shape in the body shown as its hash), and its key: a digest of all three."""
+    import hashlib
+
+    from replay.redact.shapes import hash_shapes
+
+    body = request.body
+    key = hashlib.sha1(b"%s %s\n%s" % (request.method.encode(), request.url.encode(), body))
+    shown = f"{request.method} {request.url}"
+    if body:
+        text = " ".join(body[:200].decode("utf-8", "replace").split())
+        shown += f" {hash_shapes(text[:60])}" + ("…" if len(text) > 60 or len(body) > 200 else "")
+    return shown, key.hexdigest()[:16]
+
+
 class Run:
     """Watches every cassette session of the run (a `replay.session.imposed.Watcher`), puts each
     one's record on its test's report (so that xdist workers' reach the summary too), and
@@ -100,11 +116,7 @@ class Run:
         cassette, loaded = used
         counts = cassette.play_counts
         unplayed = [
-            (
-                index,
-                f"{cassette.interactions[index].request.method} "
-                f"{cassette.interactions[index].request.url}",
-            )
+            (index, *_described(cassette.interactions[index].request))
             for index in range(loaded)
             if counts[index] == 0
         ]
@@ -118,6 +130,7 @@ class Run:
             loaded=loaded,
             unplayed=tuple(unplayed),
             judged=not session.mismatches,
+            fresh=tuple(_described(i.request)[1] for i in cassette.recorded),
         )
         if self.item is not None:
             data = record.to_dict()
