@@ -234,7 +234,7 @@ class CassetteMismatchError(ReplayError, LookupError):
         self.body_only = bool(self.differences) and all(
             name in BODY_MATCHERS for name, _ in self.differences
         )
-        if unseen_host is not None and nearest is not None:  # (an empty one saw no host)
+        if unseen_host is not None:
             lines.append(
                 f"The cassette holds no request to {unseen_host} at all. If this is a "
                 "library's background request (telemetry, a model-cost map, a local "
@@ -332,12 +332,25 @@ class NetworkBlockedError(ReplayError, ConnectionError):
             `host:port` for a raw socket connection.
         library: for a raw connection, the library that opened it (one replay does not
             route through cassettes), if it could be told.
+        cassette: the cassette that was recording the request, if one was.
     """
 
-    def __init__(self, *, method: str, url: str, library: str | None = None) -> None:
+    def __init__(
+        self, *, method: str, url: str, library: str | None = None, cassette: str | None = None
+    ) -> None:
         self.method = method
         self.url = url
         self.library = library
+        self.cassette = cassette
+        if cassette is not None:  # a test that has its cassette: recording needs the network
+            super().__init__(
+                f"{method} {self.url} was refused: the network is blocked, and cassette "
+                f"{cassette!r} was recording it (its record mode records what it cannot "
+                "replay). Record it once with the network open (without --block-network, or "
+                "with its host in replay_allowed_hosts; replay run / record: --allow-host), "
+                "then replay it blocked."
+            )
+            return
         by = ""
         if library is not None:
             by = (

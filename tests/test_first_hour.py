@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -94,7 +93,6 @@ def test_every_form_resolves_a_relative_path_against_the_test_file(
     result = run(pytester, "--record-mode=none", "--block-network", str(tests))
     result.assert_outcomes(passed=5)
     assert len(origin.requests) == hits
-
 
 
 # --- 3: a changed prompt is advised to record again, not to add beside ---------------------
@@ -209,3 +207,39 @@ def test_a_shared_cassette_recorded_by_this_run_is_not_unplayed(
     second.stdout.fnmatch_lines(
         ["unplayed interactions: 1", '  cassettes/test_llm/shared.msgpack #3 POST */echo {"n":3}']
     )
+
+
+# --- 5: hints that fit: a test with its marker, a missing file --------------------------------
+
+BLOCKED = """
+@pytest.mark.use_cassette
+def test_marked():
+    httpx.post("http://api.example.test/v1/responses", json={"input": "hi"})
+"""
+
+
+def test_a_blocked_recording_is_told_to_record_with_the_network_not_to_add_a_marker(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_llm=module("http://unused.test", BLOCKED))
+
+    result = run(pytester, "--block-network")
+
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    assert "NetworkBlockedError" in output
+    assert "test_marked.msgpack' was recording it" in output
+    assert "Record it once with the network open" in output
+    assert "@pytest.mark.use_cassette" not in output.split("def test_marked", 1)[1]
+
+
+def test_under_record_mode_none_the_missing_file_comes_first(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_llm=module("http://unused.test", BLOCKED))
+
+    result = run(pytester, "--record-mode=none")
+
+    result.assert_outcomes(failed=1)
+    lines = [line for line in result.stdout.lines if line.startswith("E   ")]
+    assert "has no match in cassette" in lines[0]
+    assert "test_marked.msgpack' does not exist" in lines[1]
+    assert "let it go live with ignore_hosts" in lines[2]  # (after the cause)

@@ -230,4 +230,3 @@ class Run:
                 f"played (--strict-cassettes); used by {users}",
                 red=True,
             )
-
