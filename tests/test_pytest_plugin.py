@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     outer suite's warning filters would apply, and pytester's restoring of sys.modules
     leaves httpx mapping exceptions of an httpcore that is gone.
 
-    pytest-recording (installed with the test extras) is left out: its own
+    pytest-recording (the `coexist` extra), where installed, is left out: its own
     `--block-network` blocks loopback too. The tests of the two together load it."""
     return pytester.runpytest_subprocess("-p", "no:recording", *args, timeout=120)
 
@@ -587,6 +588,15 @@ BOTH = (
 )
 
 
+#: The tests of pytest-recording and replay side by side: pytest-recording comes with the
+#: `coexist` extra (CI installs it), not with `test`.
+NEEDS_PYTEST_RECORDING = pytest.mark.skipif(
+    importlib.util.find_spec("pytest_recording") is None,
+    reason="pytest-recording is not installed: pip install -e '.[test,coexist]'",
+)
+
+
+@NEEDS_PYTEST_RECORDING
 @pytest.mark.parametrize(
     ("environment", "plugins"),
     [

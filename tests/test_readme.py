@@ -332,8 +332,9 @@ def test_the_test_blocks_pass_when_recording_and_when_replaying(
 
 
 def run_pytest(pytester: pytest.Pytester, *args: str, passed: int) -> None:
-    """Run pytest in a subprocess; every test must pass. pytest-recording, a test extra
-    here that the README's reader may not have, is left out (it shares replay's flags)."""
+    """Run pytest in a subprocess; every test must pass. pytest-recording (the `coexist`
+    extra), which the README's reader may not have, is left out where installed (it shares
+    replay's flags)."""
     result = pytester.runpytest_subprocess("-p", "no:recording", *args, timeout=TIMEOUT)
     result.assert_outcomes(passed=passed)
 
