@@ -110,7 +110,7 @@ class _Guard:
         host = urlsplit(url).hostname
         if not is_allowed(host, self.allowed_hosts):
             # (sent by a session recording it: its own, not a host it lets go live)
-            sessions = [r for r in routers_here() if hasattr(r, "ignores") and r is not self]
+            sessions: list[Any] = [r for r in routers_here() if hasattr(r, "ignores")]
             cassette = (
                 str(sessions[-1].path) if sessions and not sessions[-1].ignores(url) else None
             )

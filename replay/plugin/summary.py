@@ -92,8 +92,7 @@ class SessionRecord:
     def from_dict(cls, data: dict[str, Any]) -> SessionRecord:
         """The inverse of `to_dict`."""
         unplayed = tuple(
-            (int(entry[0]), *(str(part) for part in entry[1:]))  # type: ignore[misc]
-            for entry in data["unplayed"]
+            (int(entry[0]), *(str(part) for part in entry[1:])) for entry in data["unplayed"]
         )
         fresh = tuple(str(key) for key in data.get("fresh", ()))
         return cls(**{**data, "unplayed": unplayed, "fresh": fresh})
@@ -192,7 +191,7 @@ def _never_played(records: Iterable[SessionRecord]) -> list[str]:
     return [
         f"#{index} {entry[1]}"
         for index, entry in sorted(left.items())
-        if index not in played and (len(entry) < 3 or entry[2] not in fresh)  # type: ignore[misc]
+        if index not in played and (len(entry) < 3 or entry[2] not in fresh)
     ]
 
 
