@@ -32,6 +32,9 @@ def test_demo_records_and_replays_at_each_speed(tmp_path: Path) -> None:
     assert 0.0295 <= ten < one / 2
     assert ten_total < one_total / 2
     assert instant_total < one_total / 2
+    # The columns are explained, and live is measured warm, as the replays are.
+    assert "columns: seconds from sending the request to each complete SSE event" in lines[-5]
+    assert "warming up: one request through the recording path" in result.stderr
     recorded = replay.Cassette.load(cassette)
     assert [e.event for e in recorded.interactions[0].response.events()][-1] == (
         "response.completed"
