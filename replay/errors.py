@@ -342,26 +342,24 @@ class NetworkBlockedError(ReplayError, ConnectionError):
         self.url = url
         self.library = library
         self.cassette = cassette
-        if cassette is not None:  # a test that has its cassette: recording needs the network
-            super().__init__(
-                f"{method} {self.url} was refused: the network is blocked, and cassette "
-                f"{cassette!r} was recording it (its record mode records what it cannot "
-                "replay). Record it once with the network open (without --block-network, or "
-                "with its host in replay_allowed_hosts; replay run / record: --allow-host), "
-                "then replay it blocked."
-            )
-            return
         by = ""
         if library is not None:
             by = (
                 f" The connection was opened by {library}, which replay does not route "
                 "through cassettes (see the README's 'Which clients' table)."
             )
+        fix = (
+            f", and cassette {cassette!r} was recording it (its record mode records what it "
+            "cannot replay). Record it once with the network open (without --block-network, or "
+            "with its host allowed: "
+            if cassette is not None  # a test that has its cassette: recording needs the network
+            else " and no cassette answered it." + by + " Record it in a cassette (use_cassette"
+            " / @pytest.mark.use_cassette), or allow its host ("
+        )
         super().__init__(
-            f"{method} {self.url} was refused: the network is blocked and no cassette "
-            "answered it." + by + " Record it in a cassette (use_cassette / "
-            "@pytest.mark.use_cassette), or allow its host (replay_allowed_hosts; replay run / "
-            "record: --allow-host)."
+            f"{method} {self.url} was refused: the network is blocked{fix}"
+            "replay_allowed_hosts; replay run / record: --allow-host)"
+            + (", then replay it blocked." if cassette is not None else ".")
         )
 
 

@@ -325,7 +325,7 @@ def test_mismatch_failure_names_request_cassette_nearest_and_command(
             "*Nearest recorded request: POST*/v1/responses*",
             "*body differs*",
             "*a different prompt*",
-            "*pytest --record-mode=new_episodes*test_llm.py::test_hello*",
+            "*pytest --record-mode=rewrite*test_llm.py::test_hello*",  # (a stale recording)
         ]
     )
 
