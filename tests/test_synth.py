@@ -41,8 +41,10 @@ def test_chat_takes_several_tool_calls_and_usage() -> None:
 def test_prompt_model_and_timing_reach_each_builder(dialect: str) -> None:
     interaction = synthesize(dialect, "Hi.", model="m-1", prompt="Hello?", ttft=1.5)
     body = json.loads(interaction.request.body)
-    if dialect == "gemini":  # Gemini names the model in the URL
+    if dialect == "gemini":  # Gemini and Bedrock name the model in the URL
         assert "/models/m-1:streamGenerateContent" in interaction.request.url
+    elif dialect in ("converse", "anthropic-bedrock"):
+        assert "/model/m-1/" in interaction.request.url
     else:
         assert body["model"] == "m-1"
     assert "Hello?" in json.dumps(body)

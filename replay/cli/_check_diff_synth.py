@@ -141,7 +141,10 @@ def _synth(args: argparse.Namespace) -> int:
     )
     index = synth.append(args.out, interaction)
     events = len(interaction.response.events())
-    print(f"{args.out}: #{index}: {args.dialect} stream, {events} events", file=sys.stderr)
+    print(
+        f"{args.out}: #{index}: {args.dialect} stream, {events} event{'' if events == 1 else 's'}",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -6,6 +6,7 @@
     replay.dialects.validate(interaction)          # [Violation(rule, message, index), ...]
     replay.dialects.closed_after_end(interaction)  # True: the client closed it after its end
     replay.dialects.responses.stream("Hi there")   # a synthetic Interaction, validated
+    replay.dialects.invoke.stream("Hi there")      # Claude on Bedrock (read as "anthropic")
 
 A stream is raw body bytes, an `Interaction`, a `Response`, or a sequence of events
 (`replay.framing.sse.Event` or `TimedEvent`); a body that is a JSON array (Gemini without
@@ -24,7 +25,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-from replay.dialects import anthropic, chat, cohere, converse, gemini, jsonrpc, responses
+from replay.dialects import anthropic, chat, cohere, converse, gemini, invoke, jsonrpc, responses
 from replay.dialects.common import (
     EventLike,
     Parsed,
@@ -54,6 +55,7 @@ __all__ = [
     "converse",
     "detect",
     "gemini",
+    "invoke",
     "jsonrpc",
     "responses",
     "validate",

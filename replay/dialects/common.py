@@ -28,7 +28,7 @@ from replay.dialects.making import json_schema, stable_id, tokenize
 from replay.dialects.rules import Severity, severity_of
 from replay.engine.ends import CUT_NAME
 from replay.errors import ConfigurationError
-from replay.framing import eventstream, jsonarray
+from replay.framing import eventstream, invoke, jsonarray
 from replay.framing.decoding import decoded_chunks
 from replay.framing.sse import parse
 from replay.model import MAX_SECONDS, Chunk, Interaction, Request, Response, StreamEnd
@@ -205,6 +205,7 @@ def _read_eventstream(body: bytes) -> Parsed:
     """The messages of an AWS event stream, up to a damaged one (`stream.eventstream`) or to
     one cut short by the end (`stream.truncated`)."""
     events, problem, cut = eventstream.read_whole(body)
+    events = invoke.unwrap_events(events)  # a Bedrock `chunk`: the model's event it holds
     if problem is not None:
         return Parsed(events, (Violation("stream.eventstream", problem, len(events)),))
     message = "the stream ends inside a message (its bytes fall short of its length)"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from typing import Literal
+from urllib.parse import quote
 
 from replay.dialects.common import (
     CUT_MESSAGE,
@@ -36,7 +37,7 @@ from replay.engine.ends import CUT_NAME
 from replay.framing import eventstream
 from replay.model import Interaction, Response, StreamEnd
 
-__all__ = ["EVENTS", "FAILURES", "MODEL", "URL", "check", "stream"]
+__all__ = ["EVENTS", "FAILURES", "MODEL", "URL", "check", "cut_last", "stream"]
 
 URL = "https://bedrock-runtime.us-east-1.amazonaws.com/model/{model}/converse-stream"
 MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
@@ -162,7 +163,8 @@ def stream(
 ) -> Interaction:
     """A Converse stream: a text block, then a `tool_use` block, as a real event stream.
 
-    The request is what boto3's `converse_stream` sends; each event is one message with
+    The request is what boto3's `converse_stream` sends (the model quoted in the path as
+    botocore quotes it: `:` as `%3A`); each event is one message with
     its CRCs (botocore's decoder accepts it). See `FAILURES` for `failure`; `max_tokens`
     keeps the first half of the text and drops the tool use.
 
@@ -191,7 +193,7 @@ def stream(
         error = Step("modelStreamErrorException", {"message": "The model stream failed."})
         steps, cut = truncate(steps, error if failure == "exception" else None)
     body = {"messages": [{"role": "user", "content": [{"text": prompt}]}]}
-    request = json_request(URL.format(model=model), body, {})
+    request = json_request(URL.format(model=quote(model, safe="")), body, {})  # as botocore
     made = build(
         request,
         steps,
@@ -200,7 +202,7 @@ def stream(
         tokens_per_second=tokens_per_second,
         content_type=eventstream.CONTENT_TYPE,
     )
-    return _cut(made) if cut else made
+    return cut_last(made) if cut else made
 
 
 def _delta(number: int, delta: Mapping[str, object]) -> Step:
@@ -216,8 +218,8 @@ def _message(_number: int, step: Step) -> bytes:
     return eventstream.encode({**kind, ":content-type": "application/json"}, payload)
 
 
-def _cut(interaction: Interaction) -> Interaction:
-    """The stream with only the first half of its last message, ended by a dropped
+def cut_last(interaction: Interaction) -> Interaction:
+    """The stream with only the first half of its last chunk, ended by a dropped
     connection (what `build(cut=True)` does to a text stream)."""
 
     response = interaction.response

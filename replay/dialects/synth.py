@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from replay.dialects import ToolCall, anthropic, chat, cohere, gemini, responses
-from replay.dialects.detection import Dialect
+from replay.dialects import ToolCall, anthropic, chat, cohere, converse, gemini, invoke, responses
 from replay.errors import ConfigurationError
 from replay.model import Interaction
 from replay.redact import deep_json
@@ -22,8 +21,18 @@ from replay.store.file import merge
 
 __all__ = ["DIALECTS", "FAILURES", "append", "synthesize", "tool_call"]
 
-DIALECTS: tuple[Dialect, ...] = ("responses", "chat", "anthropic", "gemini", "cohere")
-"""The dialects `synthesize` builds (JSON-RPC's streams answer requests: none here)."""
+DIALECTS: tuple[str, ...] = (
+    "responses",
+    "chat",
+    "anthropic",
+    "gemini",
+    "cohere",
+    "converse",
+    "anthropic-bedrock",
+)
+"""The dialects `synthesize` builds (JSON-RPC's streams answer requests: none here);
+`anthropic-bedrock` is Claude on Bedrock's `InvokeModelWithResponseStream`
+(`replay.dialects.invoke`), whose events are Anthropic's."""
 FAILURES: dict[str, tuple[str, ...]] = {
     name: tuple(f for f in module.FAILURES if f is not None)
     for name, module in (
@@ -32,6 +41,8 @@ FAILURES: dict[str, tuple[str, ...]] = {
         ("anthropic", anthropic),
         ("gemini", gemini),
         ("cohere", cohere),
+        ("converse", converse),
+        ("anthropic-bedrock", invoke),
     )
 }
 """The failures each dialect's stream can end with (see each module's `FAILURES`)."""
@@ -71,14 +82,14 @@ def synthesize(
     model: str | None = None,
     prompt: str | None = None,
 ) -> Interaction:
-    """A synthetic stream of `dialect` ("responses", "chat", "anthropic", "gemini" or
-    "cohere"; Gemini's in SSE, as google-genai asks for it: `replay.dialects.gemini.stream`
-    makes the JSON-array one).
+    """A synthetic stream of `dialect` (one of `DIALECTS`; Gemini's in SSE, as google-genai
+    asks for it: `replay.dialects.gemini.stream` makes the JSON-array one; `converse` and
+    `anthropic-bedrock` as AWS event streams, which boto3 reads).
 
     Args:
         text: what the assistant says.
         reasoning: the reasoning before it (Anthropic: a signed thinking block; Gemini:
-            thought parts; Cohere: a thinking block).
+            thought parts; Cohere: a thinking block; Converse: none).
         tool_calls: the calls made after the text (one at most, except in chat).
         usage: chat only: add the usage chunk (`stream_options.include_usage`); the other
             dialects always report usage.
@@ -125,7 +136,12 @@ def _one_call(
         return gemini.stream(text, thinking=reasoning, function_call=call, **common)
     if dialect == "cohere":
         return cohere.stream(text, thinking=reasoning, tool_call=call, **common)
-    return anthropic.stream(text, thinking=reasoning, tool_use=call, **common)
+    if dialect == "converse":
+        if reasoning is not None:
+            raise ConfigurationError("a synthetic converse stream carries no reasoning")
+        return converse.stream(text, tool_use=call, **common)
+    builder = invoke.stream if dialect == "anthropic-bedrock" else anthropic.stream
+    return builder(text, thinking=reasoning, tool_use=call, **common)
 
 
 def append(path: str | Path, interaction: Interaction) -> int:

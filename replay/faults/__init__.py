@@ -17,6 +17,7 @@ and whose `describe()` says in words what it does (used in reports).
     status(code, headers=, body=, times=K) answer `code` instead, for the first K attempts
                                           at the interaction (None: always), then the recording
     rechunk(size=1 | "random", seed=)     the same bytes, other chunk boundaries
+    rechunk("events")                     the same bytes, one chunk per event
     slow(factor)                          every recorded time multiplied by `factor`
     jitter(ms, seed=)                     each chunk moved by up to ±ms, kept in order
 
@@ -26,11 +27,16 @@ the `replay.Request` as sent, redacted); a fault with neither applies to every i
 How they combine: for each attempt at an interaction, a `status` fault that fires answers
 instead of the recording, and nothing else applies; otherwise every stream fault targeting
 the interaction transforms the recorded response, in the order given (`Fault.apply` is that
-pure function). Event boundaries come from the SSE parser over the decoded body; for a
-compressed body `after_events` counts at chunk granularity and `after_bytes` counts raw
-(compressed) bytes. Times are recorded seconds: like every recorded gap, a stall is scaled
-by the replay speed (none at instant speed), but whether the client's read timeout fires is
-decided as live, by comparing the timeout with the recorded silence.
+pure function). An event is what the body's framing makes one (`replay.framing.boundaries`):
+an SSE event, an NDJSON line, a JSON-array element, an AWS event-stream message. `cut` and
+`stall` after N events, and `rechunk("events")`, fall at event boundaries; given `inside=`
+("prelude", "headers" or "payload") they fall inside the next event instead: in an AWS
+event-stream message, halfway through its prelude, its headers or its payload; in any
+other framing, in the middle of the event's bytes. For a compressed body `after_events`
+counts at chunk granularity (and `inside=` falls at the event's end) and `after_bytes`
+counts raw (compressed) bytes. Times are recorded seconds: like every recorded gap, a stall
+is scaled by the replay speed (none at instant speed), but whether the client's read timeout
+fires is decided as live, by comparing the timeout with the recorded silence.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Union
 
 from replay.errors import ConfigurationError
+from replay.faults.reshape import INSIDE
 from replay.faults.types import (
     JSON_CONTENT,
     Cut,
@@ -63,6 +70,7 @@ __all__ = [
     "Fault",
     "FaultLike",
     "Injector",
+    "Inside",
     "Jitter",
     "Outcome",
     "Rechunk",
@@ -79,6 +87,9 @@ __all__ = [
     "status",
 ]
 
+#: Where inside an event a fault may fall (`inside=`).
+Inside = Literal["prelude", "headers", "payload"]
+
 
 def _target(index: int | None, where: Predicate | None) -> dict[str, Any]:
     if index is not None:
@@ -88,17 +99,28 @@ def _target(index: int | None, where: Predicate | None) -> dict[str, Any]:
     return {"index": index, "where": where}
 
 
+def _inside(inside: str | None) -> str | None:
+    if inside is not None and inside not in INSIDE:
+        names = ", ".join(map(repr, INSIDE))
+        raise ConfigurationError(f"inside must be one of {names} (or None), not {inside!r}")
+    return inside
+
+
 def cut(
     *,
     after_events: int | None = None,
     after_bytes: int | None = None,
+    inside: Inside | None = None,
     index: int | None = None,
     where: Predicate | None = None,
 ) -> Cut:
-    """Drop the connection after `after_events` SSE events, or after `after_bytes` bytes.
+    """Drop the connection after `after_events` events, or after `after_bytes` bytes.
 
     The client reads exactly that much of the body, then gets its library's
-    `RemoteProtocolError`. A body with fewer events or bytes is cut at its end.
+    `RemoteProtocolError`. A body with fewer events or bytes is cut at its end. With
+    `inside` ("prelude", "headers", "payload"; with `after_events` only), the drop comes
+    inside the next event instead, at that point of an AWS event-stream message (in the
+    middle of an event of any other framing).
     """
     if (after_events is None) == (after_bytes is None):
         raise ConfigurationError("cut() takes exactly one of after_events= and after_bytes=")
@@ -106,17 +128,26 @@ def cut(
         count(after_events, "after_events")
     if after_bytes is not None:
         count(after_bytes, "after_bytes")
-    return Cut(after_events=after_events, after_bytes=after_bytes, **_target(index, where))
+        if inside is not None:
+            raise ConfigurationError("inside= goes with after_events=, not after_bytes=")
+    return Cut(
+        after_events=after_events,
+        after_bytes=after_bytes,
+        inside=_inside(inside),
+        **_target(index, where),
+    )
 
 
 def stall(
     *,
     after_events: int,
     seconds: float,
+    inside: Inside | None = None,
     index: int | None = None,
     where: Predicate | None = None,
 ) -> Stall:
-    """Go silent for `seconds` after `after_events` SSE events (0: before the first).
+    """Go silent for `seconds` after `after_events` events (0: before the first); with
+    `inside`, inside the next event instead (as `cut` places it).
 
     A client whose read timeout is shorter than the silence gets its library's
     `ReadTimeout` that many seconds into it (scaled by the speed, like every wait).
@@ -125,6 +156,7 @@ def stall(
     return Stall(
         after_events=after_events,
         seconds=_bounded(positive(seconds, "seconds"), "seconds", MAX_SECONDS),
+        inside=_inside(inside),
         **_target(index, where),
     )
 
@@ -167,20 +199,28 @@ def status(
 
 
 def rechunk(
-    size: int | Literal["random"] = 1,
+    size: int | Literal["random", "events"] = 1,
     *,
     seed: int = 0,
+    inside: Inside | None = None,
     index: int | None = None,
     where: Predicate | None = None,
 ) -> Rechunk:
-    """Re-split the body into `size`-byte chunks, or random sizes ("random", from `seed`).
+    """Re-split the body into `size`-byte chunks, random sizes ("random", from `seed`), or
+    one chunk per event ("events"; with `inside`, each event in two chunks, split at that
+    point of it, as `cut` places it: an AWS event-stream message inside its prelude, its
+    headers or its payload).
 
     Each recorded chunk still completes at its recorded time (its bytes spread over the
     gap before it); random sizes run from 1 byte to twice the mean recorded chunk.
     """
-    if size != "random" and (count(size, "size") == 0):
-        raise ConfigurationError("size must be at least 1 byte (or 'random')")
-    return Rechunk(size=size, seed=count(seed, "seed"), **_target(index, where))
+    if size not in ("random", "events") and (count(size, "size") == 0):
+        raise ConfigurationError("size must be at least 1 byte (or 'random', or 'events')")
+    if inside is not None and size != "events":
+        raise ConfigurationError("inside= goes with rechunk('events')")
+    return Rechunk(
+        size=size, seed=count(seed, "seed"), inside=_inside(inside), **_target(index, where)
+    )
 
 
 def slow(factor: float, *, index: int | None = None, where: Predicate | None = None) -> Slow:

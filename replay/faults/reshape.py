@@ -1,8 +1,9 @@
 """Pure reshapings of a recorded `Response`, the arithmetic beneath `replay.faults`.
 
 Every function takes a response and returns a new one (the recording is never changed):
-where its body's SSE events end, the body cut at a byte, a silence inserted at a byte, the
-bytes re-split into other chunks, the timeline stretched or disturbed. Offsets are raw body
+where its body's events end (any framing) and the points inside them, the body cut at a
+byte, a silence inserted at a byte, the bytes re-split into other chunks (by size, or at
+events), the timeline stretched or disturbed. Offsets are raw body
 bytes (still compressed, for a compressed body); times are recorded seconds since the send.
 """
 
@@ -11,24 +12,27 @@ from __future__ import annotations
 import bisect
 import itertools
 import random
-import re
 from collections.abc import Iterator, Sequence
 
 import attrs
 
 from replay.engine.ends import CUT_NAME
-from replay.framing.sse import SSEParser
+from replay.framing import boundaries, detect
 from replay.model import Chunks, Response, StreamEnd
 
 __all__ = [
     "CUT_ERROR",
     "CUT_MESSAGE",
+    "INSIDE",
     "chunk_at_offset",
     "cut_at",
     "event_ends",
+    "inside_events",
     "jitter",
     "offset_after_events",
     "rechunk",
+    "rechunk_at",
+    "rechunk_events",
     "scale",
     "silence_at",
 ]
@@ -40,43 +44,74 @@ CUT_MESSAGE = (
     "peer closed connection without sending complete message body (incomplete chunked read)"
 )
 
-_LINE = re.compile(rb"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+")  # a line with its terminator (SSE's)
-
 
 def _is_encoded(response: Response) -> bool:
     encoding = (response.header("content-encoding") or "identity").strip().lower()
     return encoding not in ("", "identity")
 
 
+#: Where inside an event a fault may fall: an AWS event-stream message's prelude, headers or
+#: payload (`inside_events`).
+INSIDE = ("prelude", "headers", "payload")
+_PRELUDE = 12  # an event-stream message's prelude: total length, headers length, CRC
+
+
 def event_ends(response: Response) -> list[int]:
-    """The body offset just past each SSE event (its blank line included), in order.
+    """The raw body offset just past each event, whatever the body's framing (SSE events,
+    NDJSON lines, JSON-array elements, AWS event-stream messages): `replay.framing.boundaries`.
 
-    An uncompressed body is read line by line through the SSE parser, so the offsets are
-    exact. A compressed one is decoded chunk by chunk: an event then ends at the end of the
-    raw chunk whose decoding completed it (chunk granularity).
+    Exact for a body as sent; for a compressed one an event ends at the end of the raw chunk
+    whose decoding completed it (chunk granularity).
     """
-    parser = SSEParser()
-    ends: list[int] = []
-    if not _is_encoded(response):
-        offset = 0
-        for line in _LINE.finditer(response.body):
-            offset = line.end()
-            ends.extend(offset for _ in parser.feed(line.group()))
-        return ends
-    offset = 0
-    decoded = response.decoded_chunks()  # one piece per raw chunk, then the decoder's flush
-    for (_, data), size in zip(decoded, (*map(len, response.chunks.payloads), 0), strict=True):
-        offset += size
-        ends.extend(offset for _ in parser.feed(data))
-    return ends
+    return boundaries.event_ends(response)
 
 
-def offset_after_events(response: Response, count: int) -> int:
-    """The body offset just past event `count` (0: the start; past the last: the end)."""
-    if count == 0:
+def offset_after_events(response: Response, count: int, inside: str | None = None) -> int:
+    """The body offset just past event `count` (0: the start; past the last: the end), or,
+    with `inside`, a point inside event `count + 1` (see `inside_events`)."""
+    if count == 0 and inside is None:
         return 0
     ends = event_ends(response)
+    if inside is not None:
+        if count >= len(ends):
+            return len(response.body)
+        start = ends[count - 1] if count else 0
+        return inside_events(response, [(start, ends[count])], inside)[0]
     return ends[count - 1] if count <= len(ends) else len(response.body)
+
+
+def inside_events(response: Response, spans: Sequence[tuple[int, int]], inside: str) -> list[int]:
+    """For each event whose bytes are [start, end) in `spans`, the body offset inside it that
+    `inside` names.
+
+    In an AWS event-stream message: "prelude", its sixth byte (halfway through the lengths
+    and CRC); "headers", halfway through its headers (where the payload starts, without
+    headers); "payload", halfway through its payload (where its CRC starts, without one).
+    In any other framing, each is the middle of the event's bytes (an SSE event, an NDJSON
+    line, a JSON-array element with the comma or `[` before it). A compressed body has no
+    such point in its raw bytes: the event's end is taken (chunk granularity).
+    """
+    if inside not in INSIDE:
+        raise ValueError(f"inside must be one of {', '.join(INSIDE)}, not {inside!r}")
+    if _is_encoded(response):
+        return [end for _, end in spans]
+    body = response.body if detect(response) == "eventstream" else None
+    return [_inside(body, start, end, inside) for start, end in spans]
+
+
+def _inside(messages: bytes | None, start: int, end: int, inside: str) -> int:
+    """The point of [`start`, `end`) that `inside` names (`messages`: the body, when its
+    events are event-stream messages)."""
+    if end - start < 2:
+        return end
+    if messages is None or end - start < _PRELUDE + 4:
+        return start + max(1, (end - start) // 2)
+    headers = int.from_bytes(messages[start + 4 : start + 8], "big")
+    payload = max(0, end - start - _PRELUDE - 4 - headers)
+    point = {"prelude": _PRELUDE // 2, "headers": _PRELUDE + headers // 2}.get(
+        inside, _PRELUDE + headers + payload // 2
+    )
+    return start + min(point, end - start - 1)
 
 
 def _starts(chunks: Chunks) -> list[int]:
@@ -144,10 +179,34 @@ def _sizes(size: int | str, seed: int, payloads: Sequence[bytes]) -> Iterator[in
 def rechunk(response: Response, size: int | str, seed: int = 0) -> Response:
     """The same bytes in chunks of `size` bytes (or "random" sizes, from `seed`).
 
+    Timing as `rechunk_at`'s: each recorded chunk still completes at its recorded time.
+    """
+    payloads = response.chunks.payloads
+    total = sum(map(len, payloads))
+    cuts = itertools.takewhile(total.__gt__, itertools.accumulate(_sizes(size, seed, payloads)))
+    return rechunk_at(response, list(cuts))
+
+
+def rechunk_events(response: Response, inside: str | None = None) -> Response:
+    """One chunk per event (what comes after the last event, e.g. a JSON array's `]`, is one
+    more), whatever the framing; with `inside`, each event in two chunks, split at that point
+    of it (`inside_events`: an event-stream message's prelude, headers or payload)."""
+    ends = event_ends(response)
+    if inside is None:
+        return rechunk_at(response, ends)
+    spans = list(zip([0, *ends], ends, strict=False))
+    points = inside_events(response, spans, inside)
+    return rechunk_at(response, [c for pair in zip(points, ends, strict=True) for c in pair])
+
+
+def rechunk_at(response: Response, cuts: Sequence[int]) -> Response:
+    """The same bytes in other chunks: a new one ends at each offset of `cuts` (ascending;
+    those outside the body, or repeated, are ignored) and at the end of the body.
+
     Timing: the bytes of each recorded chunk are spread evenly over the gap before it (from
     the previous chunk, or the headers), so each recorded chunk still completes at its
-    recorded time; a new chunk arrives with its last byte. Event times are kept; the first
-    byte comes earlier.
+    recorded time; a new chunk arrives with its last byte. No byte comes later than it did:
+    a new chunk ending inside a recorded one comes earlier, with its share of the gap.
     """
     payloads = response.chunks.payloads
     if not payloads:
@@ -157,15 +216,15 @@ def rechunk(response: Response, size: int | str, seed: int = 0) -> Response:
     new_times: list[float] = []
     new_payloads: list[bytes] = []
     position, chunk = 0, 0
-    for piece in _sizes(size, seed, payloads):
-        if position >= len(body):
-            break
-        last = min(position + piece, len(body)) - 1  # the piece's last byte
+    for cut in (*cuts, len(body)):
+        if not position < cut <= len(body):
+            continue
+        last = cut - 1  # the piece's last byte
         while starts[chunk + 1] <= last:
             chunk += 1
         new_times.append(_arrival(response, chunk, last - starts[chunk], starts))
-        new_payloads.append(body[position : last + 1])
-        position = last + 1
+        new_payloads.append(body[position:cut])
+        position = cut
     return attrs.evolve(response, chunks=Chunks(new_times, new_payloads))
 
 

@@ -140,16 +140,18 @@ def positive(value: object, name: str, *, allow_zero: bool = False) -> float:
 
 @attrs.frozen(kw_only=True, repr=False)
 class Cut(Fault):
-    """The connection drops after `after_events` SSE events or `after_bytes` body bytes."""
+    """The connection drops after `after_events` events (or inside the next one, at the
+    point `inside` names) or after `after_bytes` body bytes."""
 
     after_events: int | None = None
     after_bytes: int | None = None
+    inside: str | None = None
 
     def offset(self, response: Response) -> int:
         """The body offset at which the connection drops."""
         if self.after_bytes is not None:
             return min(self.after_bytes, len(response.body))
-        return reshape.offset_after_events(response, self.after_events or 0)
+        return reshape.offset_after_events(response, self.after_events or 0, self.inside)
 
     def transform(self, outcome: Outcome, attempt: int) -> Outcome:
         offset = self.offset(outcome.response)
@@ -161,31 +163,44 @@ class Cut(Fault):
     def _what(self) -> str:
         if self.after_bytes is not None:
             return f"cut the connection after {self.after_bytes} body bytes"
-        return f"cut the connection after {self.after_events} events"
+        return f"cut the connection after {self.after_events} events{_within(self.inside)}"
 
     def _arguments(self) -> tuple[list[object], dict[str, object]]:
         if self.after_bytes is not None:
             return [], {"after_bytes": self.after_bytes}
-        return [], {"after_events": self.after_events}
+        return [], _inside({"after_events": self.after_events}, self.inside)
+
+
+def _within(inside: str | None) -> str:
+    """How `describe` says where inside the next event a fault falls."""
+    return "" if inside is None else f", inside the next one's {inside}"
+
+
+def _inside(keywords: dict[str, object], inside: str | None) -> dict[str, object]:
+    """`keywords` with `inside=` when it is set (a spec leaves out what is the default)."""
+    return keywords if inside is None else {**keywords, "inside": inside}
 
 
 @attrs.frozen(kw_only=True, repr=False)
 class Stall(Fault):
-    """`seconds` of silence after `after_events` SSE events; the rest comes that much later."""
+    """`seconds` of silence after `after_events` events (or inside the next one, at the point
+    `inside` names); the rest comes that much later."""
 
     after_events: int
     seconds: float
+    inside: str | None = None
 
     def transform(self, outcome: Outcome, attempt: int) -> Outcome:
-        offset = reshape.offset_after_events(outcome.response, self.after_events)
+        offset = reshape.offset_after_events(outcome.response, self.after_events, self.inside)
         response, _ = reshape.silence_at(outcome.response, offset, self.seconds)
         return attrs.evolve(outcome, response=response, stalls=(*outcome.stalls, offset))
 
     def _what(self) -> str:
-        return f"stall {self.seconds:g} s after {self.after_events} events"
+        return f"stall {self.seconds:g} s after {self.after_events} events{_within(self.inside)}"
 
     def _arguments(self) -> tuple[list[object], dict[str, object]]:
-        return [], {"after_events": self.after_events, "seconds": self.seconds}
+        keywords: dict[str, object] = {"after_events": self.after_events, "seconds": self.seconds}
+        return [], _inside(keywords, self.inside)
 
 
 JSON_CONTENT = ("content-type", "application/json")
@@ -247,23 +262,33 @@ class Status(Fault):
 
 @attrs.frozen(kw_only=True, repr=False)
 class Rechunk(Fault):
-    """The same bytes in chunks of `size` bytes, or of random sizes drawn from `seed`."""
+    """The same bytes in chunks of `size` bytes, of random sizes drawn from `seed`, or one
+    chunk per event ("events"; with `inside`, each event in two, split at that point)."""
 
-    size: int | Literal["random"]
+    size: int | Literal["random", "events"]
     seed: int = 0
+    inside: str | None = None
 
     def transform(self, outcome: Outcome, attempt: int) -> Outcome:
-        response = reshape.rechunk(outcome.response, self.size, self.seed)
+        if self.size == "events":
+            response = reshape.rechunk_events(outcome.response, self.inside)
+        else:
+            response = reshape.rechunk(outcome.response, self.size, self.seed)
         return attrs.evolve(outcome, response=response)
 
     def _what(self) -> str:
         if self.size == "random":
             return f"rechunk into random sizes (seed {self.seed})"
+        if self.size == "events":
+            split = "" if self.inside is None else f", each split inside its {self.inside}"
+            return f"rechunk into one chunk per event{split}"
         return f"rechunk into {self.size}-byte chunks"
 
     def _arguments(self) -> tuple[list[object], dict[str, object]]:
         if self.size == "random":
             return ["random"], {"seed": self.seed}
+        if self.size == "events":
+            return ["events"], _inside({}, self.inside)
         return [self.size], {}
 
 

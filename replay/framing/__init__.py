@@ -5,12 +5,14 @@ A framing is how a body is cut into events: `sse` (Server-Sent Events, `replay.f
 whose objects arrive one after another, Gemini's `streamGenerateContent` without `alt=sse`:
 `replay.framing.jsonarray`) or `eventstream` (AWS's binary messages, Bedrock's
 `ConverseStream`: `replay.framing.eventstream`, found by its content type, or by a first
-prelude whose CRC matches). `detect` asks the content type first; when it names neither
-SSE nor NDJSON (missing, as some recorders strip headers, plain `application/json`, or
-wrong), it looks at the start of the decoded body: SSE field lines that make an event,
-lines that are each a JSON object (two at least, so that a one-line JSON answer is not a
-stream), or a `[` opening two objects at least (so that a JSON answer holding one object in
-an array is not a stream: a one-element Gemini array is read as a plain answer).
+prelude whose CRC matches; an `InvokeModelWithResponseStream` `chunk` is read as the
+model's event it holds, `replay.framing.invoke`). `detect` asks the content type first;
+when it names neither SSE nor NDJSON (missing, as some recorders strip headers, plain
+`application/json`, or wrong), it looks at the start of the decoded body: SSE field lines
+that make an event, lines that are each a JSON object (two at least, so that a one-line JSON
+answer is not a stream), or a `[` opening two objects at least (so that a JSON answer holding
+one object in an array is not a stream: a one-element Gemini array is read as a plain
+answer).
 
 `replay show`, `replay diff`, `Response.events()` and `replay.inspect.timing` all go through
 here, so they agree on what a stream is and how many events it has.
@@ -24,7 +26,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-from replay.framing import eventstream, jsonarray, ndjson, sse
+from replay.framing import eventstream, invoke, jsonarray, ndjson, sse
 from replay.framing.bulk import building
 from replay.framing.decoding import Body, decoded_chunks, encodings
 from replay.redact import deep_json
@@ -175,10 +177,11 @@ def events(response: Body, framing: Framing | None = None) -> list[TimedEvent]:
     # The body is read whole (`scan`), then each event is given the time of the chunk that
     # holds the line ending completing it: what a parser fed chunk by chunk would tell,
     # without a Python call per chunk.
-    if chosen in ("json-array", "eventstream"):
-        module = jsonarray if chosen == "json-array" else eventstream
-        ends = jsonarray.byte_ends(pieces)
-        return _timed(module.scan(pieces), ends, times, response.end.at)
+    if chosen == "json-array":
+        return _timed(jsonarray.scan(pieces), jsonarray.byte_ends(pieces), times, response.end.at)
+    if chosen == "eventstream":  # a Bedrock `chunk` read as the model's event it holds
+        rows = invoke.unwrap(eventstream.scan(pieces))
+        return _timed(rows, jsonarray.byte_ends(pieces), times, response.end.at)
     module = sse if chosen == "sse" else ndjson
     return _timed(module.scan(pieces), module.line_ends(pieces), times, response.end.at)
 

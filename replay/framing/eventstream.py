@@ -17,7 +17,9 @@ Each message becomes a `replay.framing.sse.Event` named by its `:event-type` hea
 `:exception-type` for a message whose `:message-type` is `exception`, its `:error-code`
 for an `error` one) whose `data` is its payload (JSON, in Bedrock), read as UTF-8.
 
-`encode` makes a message (string headers only), with correct CRCs.
+`encode` makes a message (string headers only), with correct CRCs; `reencode` gives a
+recorded message another payload (its headers kept byte for byte) with fresh CRCs; `spans`
+says where each message of a body starts and how long its parts are.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ __all__ = [
     "is_prelude",
     "parse",
     "read_whole",
+    "reencode",
     "scan",
+    "spans",
 ]
 
 CONTENT_TYPE = "application/vnd.amazon.eventstream"
@@ -193,6 +197,39 @@ def encode(headers: Mapping[str, str], payload: bytes) -> bytes:
     prelude += struct.pack(">I", zlib.crc32(prelude))
     body = prelude + raw + payload
     return body + struct.pack(">I", zlib.crc32(body))
+
+
+def reencode(message: bytes, payload: bytes) -> bytes:
+    """`message` (one whole message) with `payload` instead of its own: its headers kept
+    byte for byte (of every type), its lengths, prelude CRC and message CRC computed anew.
+
+    Raises:
+        EventStreamError: `message` is not one whole message (its lengths do not fit).
+    """
+    if len(message) < _MINIMUM:
+        raise EventStreamError(f"a message has at least {_MINIMUM} bytes, not {len(message)}")
+    total, length = struct.unpack_from(">II", message)
+    if total != len(message) or length > total - _MINIMUM:
+        raise EventStreamError(f"not one whole message: it claims {total} bytes")
+    prelude = struct.pack(">II", _MINIMUM + length + len(payload), length)
+    prelude += struct.pack(">I", zlib.crc32(prelude))
+    body = prelude + message[_PRELUDE : _PRELUDE + length] + payload
+    return body + struct.pack(">I", zlib.crc32(body))
+
+
+def spans(body: bytes) -> list[tuple[int, int, int]]:
+    """Each whole message of `body` as (start, total length, headers length), in order,
+    read from the preludes alone (no CRC checked: `scan` does that); a message cut short
+    by the end of `body` is left out."""
+    found: list[tuple[int, int, int]] = []
+    start = 0
+    while start + _PRELUDE <= len(body):
+        total, length = struct.unpack_from(">II", body, start)
+        if total < _MINIMUM or start + total > len(body):
+            break
+        found.append((start, int(total), int(length)))
+        start += total
+    return found
 
 
 def scan(pieces: Sequence[bytes]) -> list[Row]:

@@ -1,7 +1,9 @@
 """The key of each named matcher: two requests have equal keys exactly when vcrpy's matcher
-of that name finds them equal, but for one thing: the `body` of a JSON-RPC 2.0 request is
+of that name finds them equal, but for three things: the `body` of a JSON-RPC 2.0 request is
 compared without its `id` and progress token (`replay.matching.jsonrpc`; `raw_body` compares
-the bytes).
+the bytes), the `headers` without the values that change with every signed request
+(`SIGNED_HEADERS`: a SigV4 signature and date, botocore's invocation id), and the `path`
+with its escapes of characters a path holds as they are undone (`%3A` is `:`).
 
 A URL's keys come from one `urlsplit`. A JSON body's key does not depend on key order,
 spacing, escapes or number forms, so every body is parsed (`json_key`): the scanner
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 import json
 import json.encoder
+import re
+import string
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qsl, urlsplit
@@ -27,6 +31,7 @@ __all__ = [
     "JSON_OPENINGS",
     "NAMES",
     "REQUEST_KEYS",
+    "SIGNED_HEADERS",
     "URL_KEYS",
     "Matcher",
     "is_json",
@@ -94,8 +99,25 @@ def _query(parts: SplitResult) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(parse_qsl(parts.query, keep_blank_values=True)))
 
 
+#: What a path segment holds as it is (RFC 3986's `pchar`): an escape of one of these names
+#: the same path (botocore escapes the `:` of a Bedrock model id, anthropic's client does not).
+_PLAIN_IN_PATH = frozenset(string.ascii_letters + string.digits + "-._~!$&'()*+,;=:@")
+_ESCAPE = re.compile("%[0-9A-Fa-f]{2}")
+
+
+def _unescaped(escape: re.Match[str]) -> str:
+    char = chr(int(escape.group()[1:], 16))
+    return char if char in _PLAIN_IN_PATH else escape.group().upper()
+
+
+def _path(parts: SplitResult) -> str:
+    """The `path` key: the path, its escapes of what a path holds as it is (`%3A`) undone."""
+    path = parts.path or "/"
+    return _ESCAPE.sub(_unescaped, path) if "%" in path else path
+
+
 def _uri(parts: SplitResult) -> tuple[object, ...]:
-    return (parts.scheme, parts.hostname, _port(parts), parts.path or "/", _query(parts))
+    return (parts.scheme, parts.hostname, _port(parts), _path(parts), _query(parts))
 
 
 #: Keys read from the URL: all of a request's come from one `urlsplit`.
@@ -103,7 +125,7 @@ URL_KEYS: dict[str, Callable[[SplitResult], object]] = {
     "scheme": lambda parts: parts.scheme,
     "host": lambda parts: parts.hostname,
     "port": _port,
-    "path": lambda parts: parts.path or "/",
+    "path": _path,
     "query": _query,
     "uri": _uri,
 }
@@ -205,12 +227,32 @@ def _body(request: Request) -> tuple[str, object]:
     return _json_body(request.body) if is_json(request) else ("raw", request.body)
 
 
+#: Headers whose value changes with every signed request (AWS SigV4 and botocore's own):
+#: the `headers` matcher compares only whether each is there.
+SIGNED_HEADERS = frozenset(
+    {
+        "authorization",
+        "x-amz-date",
+        "x-amz-security-token",
+        "amz-sdk-invocation-id",
+        "amz-sdk-request",
+    }
+)
+
+
+def _headers(request: Request) -> tuple[tuple[str, str], ...]:
+    """The `headers` key: every header, lowercased and sorted, those of `SIGNED_HEADERS`
+    without their values (a request signed again still matches its recording)."""
+    pairs = ((name.lower(), value) for name, value in request.headers)
+    return tuple(sorted((n, "" if n in SIGNED_HEADERS else v) for n, v in pairs))
+
+
 #: Keys read from the rest of the request.
 REQUEST_KEYS: dict[str, Callable[[Request], object]] = {
     "method": lambda request: request.method.upper(),
     "body": _body,
     "raw_body": lambda request: request.body,
-    "headers": lambda request: tuple(sorted((k.lower(), v) for k, v in request.headers)),
+    "headers": lambda request: _headers(request),
 }
 
 NAMES = sorted(URL_KEYS.keys() | REQUEST_KEYS.keys())

@@ -30,30 +30,36 @@ _ESCAPED_LETTER = re.compile(rb"\\u00(?:4[1-9a-f]|5[0-9a]|6[1-9a-f]|7[0-9a])")
 
 #: Fields named like credentials that LLM APIs use for something else: the opaque signature
 #: of a reasoning block, which the client sends back verbatim in the next turn (Gemini's
-#: `thoughtSignature`; Anthropic's `signature` of a thinking block, below). Not credentials.
+#: `thoughtSignature`; Anthropic's `signature` of a thinking block, and Bedrock Converse's
+#: of a `reasoningContent` / `reasoningText`, below). Not credentials.
 _REASONING_SIGNATURES = frozenset({"thoughtSignature", "thought_signature"})
 _THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+_REASONING_OWNERS = frozenset({"reasoningContent", "reasoningText"})
 
 
-def _reasoning_signature(name: str, owner: dict[str, object]) -> bool:
-    """Whether field `name` of the JSON object `owner` is a reasoning block's signature."""
+def _reasoning_signature(name: str, owner: dict[str, object], parent: object) -> bool:
+    """Whether field `name` of the JSON object `owner` (itself the field `parent` of its own
+    owner) is a reasoning block's signature."""
     if name in _REASONING_SIGNATURES:
         return True
-    return name == "signature" and owner.get("type") in _THINKING_BLOCKS
+    return name == "signature" and (
+        owner.get("type") in _THINKING_BLOCKS or parent in _REASONING_OWNERS
+    )
 
 
-def _credential(name: str, item: object, owner: dict[str, object], properties: bool) -> bool:
+def _credential(name: str, item: object, owner: dict[str, object], parent: object) -> bool:
     """Whether field `name` of JSON object `owner`, holding `item`, is the credential its name
     says it is.
 
     Args:
-        properties: `owner` is a JSON schema's `properties` (a tool's parameters, in a
-            request to an LLM): an object there is the schema of a parameter that may be
-            called `api_key`, not a credential.
+        parent: the name of the field that holds `owner` (None at the top, an index in a
+            list). In a JSON schema's `properties` (a tool's parameters, in a request to an
+            LLM) an object is the schema of a parameter that may be called `api_key`, not
+            a credential.
     """
-    if properties and not isinstance(item, str):
+    if parent == "properties" and not isinstance(item, str):
         return False
-    return not _reasoning_signature(name, owner)
+    return not _reasoning_signature(name, owner, parent)
 
 
 def is_secret(name: str, always: frozenset[str]) -> bool:
@@ -137,14 +143,14 @@ class JsonRedaction:
             return hidden, hidden is not value
         changed = False
         # Containers to walk, each with whether it is under a credential-like name (then
-        # every string in it goes, at any depth: `{"token": {"access": "…"}}`) and whether
-        # it is a JSON schema's `properties` (whose names are a tool's parameters).
-        todo: list[tuple[Any, bool, bool]] = [(value, False, False)]
+        # every string in it goes, at any depth: `{"token": {"access": "…"}}`) and the name
+        # it is under (a JSON schema's `properties` hold a tool's parameters' names).
+        todo: list[tuple[Any, bool, object]] = [(value, False, None)]
         while todo:
-            container, secret, properties = todo.pop()
+            container, secret, parent = todo.pop()
             places: list[tuple[Any, Any, bool]]
             if isinstance(container, dict):
-                places = self._fields_of(container, secret=secret, properties=properties)
+                places = self._fields_of(container, secret=secret, parent=parent)
             else:
                 places = [(index, item, secret) for index, item in enumerate(container)]
             for place, item, named in places:
@@ -154,11 +160,11 @@ class JsonRedaction:
                         container[place] = hidden
                         changed = True
                 elif isinstance(item, (dict, list)):
-                    todo.append((item, named, place == "properties"))
+                    todo.append((item, named, place))
         return value, changed
 
     def _fields_of(
-        self, owner: dict[str, Any], *, secret: bool, properties: bool
+        self, owner: dict[str, Any], *, secret: bool, parent: object
     ) -> list[tuple[Any, Any, bool]]:
         """The items of JSON object `owner`, each with whether it is secret: by its name, or
         by `owner`'s (`secret`). One call per object, none per item: most bodies are flat."""
@@ -166,6 +172,6 @@ class JsonRedaction:
             return [(name, item, True) for name, item in owner.items()]
         names = self._field_names
         return [
-            (name, item, is_secret(name, names) and _credential(name, item, owner, properties))
+            (name, item, is_secret(name, names) and _credential(name, item, owner, parent))
             for name, item in owner.items()
         ]

@@ -25,10 +25,13 @@ secret does not depend on an exact list of names (`replay.redact.shapes` says ho
 - a compressed request body (`Content-Encoding`) is decoded first; one with something to hide
   is stored decoded, without its Content-Encoding.
 
-Response bodies are not redacted: they are what the replay plays, byte for byte. A server
-that echoes a secret into its body (a token endpoint's answer, say) needs a `before_record`
-hook (`response_holds_key` lets a recording warn of the shapes of keys there); so does a
-request body that is neither JSON nor a form.
+Response bodies are not redacted: they are what the replay plays, byte for byte; but for
+one framing. In an AWS event stream (Bedrock's), each message's JSON payload is redacted as a
+JSON request body is, and a message that changed is encoded anew with fresh CRCs, so the
+client's own checksum check still passes (`replay.redact.eventstream`). A server that echoes
+a secret into another body (a token endpoint's answer, say) needs a `before_record` hook
+(`response_holds_key` lets a recording warn of the shapes of keys there); so does a request
+body that is neither JSON nor a form.
 
 The user's `hook` (`before_record`) runs after the built-in redaction. It is also applied to
 each live request before matching (with an empty response), as vcrpy applies its
@@ -47,6 +50,7 @@ from urllib.parse import unquote_plus
 import attrs
 
 from replay.model import Chunks, Headers, Interaction, Request, Response
+from replay.redact.eventstream import is_event_stream, redact_payloads
 from replay.redact.json_bodies import JsonRedaction, is_secret
 from replay.redact.shapes import (
     NAME_STEMS,
@@ -329,5 +333,7 @@ class Redactor(UrlRedaction, JsonRedaction):
         headers = self._headers(response.headers)
         if headers is not response.headers:
             response = attrs.evolve(response, headers=headers)
+        if is_event_stream(response):
+            response = redact_payloads(response, self._json)
         cleaned = Interaction(self._request(interaction.request), response)
         return self.hook(cleaned) if self.hook is not None else cleaned

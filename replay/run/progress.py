@@ -1,9 +1,11 @@
 """Progress of a `replay record` run, counted in the program and shown by the parent.
 
 A router placed in front of the session (`patch.set_front`) counts requests as they are
-made, and SSE events and body bytes as the program reads the bodies; the running total goes
-to the parent on the status pipe as one ASCII line, `"<requests> <events> <bytes>\\n"`, at
-most ten times a second. The parent draws it as its live status line.
+made, and events (of any framing: the one its Content-Type declares, else the one its start
+shows; `replay.framing.boundaries`) and body bytes as the program reads the bodies; the
+running total goes to the parent on the status pipe as one ASCII line,
+`"<requests> <events> <bytes>\\n"`, at most ten times a second. The parent draws it as its
+live status line.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ import attrs
 from replay.adapters import patch
 from replay.adapters.httpmod import async_stream, module_of, sync_stream
 from replay.errors import hide_for_replay_errors
-from replay.framing.sse import SSEParser
-from replay.model import Response
+from replay.framing import framing_of_type
+from replay.framing.boundaries import EventEnds
 from replay.session.lifecycle import CassetteSession
 
-__all__ = ["REPORT_INTERVAL", "Progress", "ProgressReporter", "is_event_stream"]
+__all__ = ["REPORT_INTERVAL", "Progress", "ProgressReporter"]
 
 #: The least time between two progress lines, in seconds.
 REPORT_INTERVAL = 0.1
@@ -33,7 +35,7 @@ REPORT_INTERVAL = 0.1
 
 @attrs.frozen
 class Progress:
-    """What a recording has caught so far: requests, SSE events and body bytes."""
+    """What a recording has caught so far: requests, events and body bytes."""
 
     requests: int = 0
     events: int = 0
@@ -60,15 +62,6 @@ class Progress:
         return cls(requests, events, size)
 
 
-def is_event_stream(response: Response) -> bool:
-    """True when the response declares itself a server-sent event stream."""
-    return _is_event_stream_type(response.header("content-type"))
-
-
-def _is_event_stream_type(content_type: str | None) -> bool:
-    return (content_type or "").split(";")[0].strip().lower() == "text/event-stream"
-
-
 class _Tally:
     """Counts the events and bytes of one response body as the program reads it."""
 
@@ -76,13 +69,25 @@ class _Tally:
         self.reporter = reporter
         encoded = (headers.get("content-encoding") or "identity").lower() != "identity"
         # A compressed body's events would need decoding first: its bytes alone are counted.
-        sse = _is_event_stream_type(headers.get("content-type")) and not encoded
-        self.parser = SSEParser() if sse else None
+        self.ends = None if encoded else EventEnds(framing_of_type(headers.get("content-type")))
 
     def feed(self, data: bytes) -> bytes:
-        events = len(self.parser.feed(data)) if self.parser is not None else 0
+        events = 0
+        if self.ends is not None:
+            try:
+                events = len(self.ends.feed(data))
+            except ValueError:  # a damaged event stream: its bytes alone are counted from here
+                self.ends = None
         self.reporter.add(Progress(0, events, len(data)))
         return data
+
+    def finish(self) -> None:
+        """The body's end: count what it completes (a last line without its LF, a short
+        stream whose framing only its whole body shows)."""
+        with contextlib.suppress(ValueError):
+            events = len(self.ends.close()) if self.ends is not None else 0
+            if events:
+                self.reporter.add(Progress(0, events, 0))
 
 
 class _CountedSync:
@@ -93,7 +98,9 @@ class _CountedSync:
         self.tally = tally
 
     def __iter__(self) -> Iterator[bytes]:
-        return (self.tally.feed(chunk) for chunk in self.stream)
+        for chunk in self.stream:
+            yield self.tally.feed(chunk)
+        self.tally.finish()
 
     def close(self) -> None:
         self.stream.close()
@@ -109,13 +116,14 @@ class _CountedAsync:
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self.stream:
             yield self.tally.feed(chunk)
+        self.tally.finish()
 
     async def aclose(self) -> None:
         await self.stream.aclose()
 
 
 class ProgressReporter:
-    """A router in front of the session: tallies requests, SSE events and body bytes as the
+    """A router in front of the session: tallies requests, events and body bytes as the
     program reads them, and writes the running total on the status pipe, at most once per
     `REPORT_INTERVAL` (and once more at `flush`).
 

@@ -16,9 +16,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from replay.framing import is_stream
 from replay.inspect.timing import ttft
 from replay.model import Interaction, TimedEvent
-from replay.run.progress import Progress, is_event_stream
+from replay.run.progress import Progress
 
 __all__ = ["Reach", "StatusLine", "is_terminal", "summary_lines"]
 
@@ -29,7 +30,7 @@ __all__ = ["Reach", "StatusLine", "is_terminal", "summary_lines"]
 def summary_lines(path: Path, recorded: Sequence[Interaction]) -> list[str]:
     """What a run recorded: a headline, one row per interaction, a total line.
 
-    Each row: method, URL, status, SSE events ("-" for a body that is not an event stream),
+    Each row: method, URL, status, events (of any framing; "-" for a body that is no stream),
     time to first token (`replay.inspect.timing.ttft`: the first text delta, else the first event;
     "-" for none) and duration. Reads only what the cassette holds, which is already
     redacted.
@@ -68,7 +69,7 @@ def summary_lines(path: Path, recorded: Sequence[Interaction]) -> list[str]:
 
 def _events(interaction: Interaction) -> list[TimedEvent] | None:
     response = interaction.response
-    if not is_event_stream(response):
+    if not is_stream(response):
         return None
     try:
         return list(response.events())
