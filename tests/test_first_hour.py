@@ -230,7 +230,7 @@ def test_a_blocked_recording_is_told_to_record_with_the_network_not_to_add_a_mar
     assert "NetworkBlockedError" in output
     assert "test_marked.msgpack' was recording it" in output
     assert "Record it once with the network open" in output
-    assert "@pytest.mark.use_cassette" not in output.split("def test_marked", 1)[1]
+    assert "Record it in a cassette" not in output  # (it has one: the marker's)
 
 
 def test_under_record_mode_none_the_missing_file_comes_first(pytester: pytest.Pytester) -> None:
@@ -243,3 +243,24 @@ def test_under_record_mode_none_the_missing_file_comes_first(pytester: pytest.Py
     assert "has no match in cassette" in lines[0]
     assert "test_marked.msgpack' does not exist" in lines[1]
     assert "let it go live with ignore_hosts" in lines[2]  # (after the cause)
+
+
+def test_a_mismatch_reaching_the_test_shows_its_frame_and_replays_only(
+    pytester: pytest.Pytester,
+) -> None:
+    source = BLOCKED.replace(
+        "@pytest.mark.use_cassette", '@pytest.mark.use_cassette(record_mode="none")'
+    )
+    pytester.makepyfile(test_llm=module("http://unused.test", source))
+
+    result = run(pytester)
+
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    failure = output[output.index("___ test_marked ___") : output.index("short test summary")]
+    frames = [line for line in failure.splitlines() if re.match(r"\S+\.py:\d+: in ", line)]
+    assert [frame.split(":")[0].rsplit("/", 1)[-1] for frame in frames] == [
+        "test_llm.py",
+        "errors.py",
+    ]
+    assert failure.count("has no match in cassette") == 1

@@ -32,35 +32,39 @@ def _wrapped(error: BaseException) -> ReplayError | None:
 
 
 def replay_first(item: pytest.Item, call: pytest.CallInfo[Any], report: Any) -> BaseException:
-    """Where a client library wrapped replay's error in its own (an SDK's
-    `APIConnectionError: Connection error.`), show replay's error in its place: the test's
-    frames, the frame replay raised it in, its message once, and what the test saw.
+    """Show replay's error as the failure, and little else: the test's frames, the frame
+    replay raised it in and its message once; the frames of the client library it crossed
+    are left out (its message says all replay knows). Where a client library wrapped it in
+    its own (an SDK's `APIConnectionError: Connection error.`), replay's error is shown in
+    its place, and what the test saw under it.
 
     Returns the error the report shows (the exception that reached the test otherwise)."""
     excinfo = call.excinfo
     if excinfo is None:
         return BaseException()
     outer = excinfo.value
-    error = _wrapped(outer)
+    error = outer if isinstance(outer, ReplayError) else _wrapped(outer)
     if error is None or item.config.getoption("tbstyle", "auto") in ("no", "line", "native"):
         return outer
     from _pytest._code.code import ExceptionInfo, Traceback
 
     test_file = str(item.path)
     entries = [entry for entry in excinfo.traceback if str(entry.path) == test_file]
-    own = ExceptionInfo.from_exception(error).traceback
+    own = ExceptionInfo.from_exception(error).traceback if error is not outer else []
     shown = ExceptionInfo.from_exc_info((type(error), error, excinfo.tb))
-    shown.traceback = Traceback([*entries, *own[-1:]])
+    last = own[-1:] if own else [entry for entry in excinfo.traceback[-1:] if entry not in entries]
+    shown.traceback = Traceback([*entries, *last])
     longrepr = shown.getrepr(
         style="long" if item.config.getoption("tbstyle", "auto") == "long" else "short",
         showlocals=bool(item.config.getoption("showlocals", False)),
         tbfilter=False,
         chain=False,
     )
-    saw = f"{type(outer).__module__}.{type(outer).__qualname__}: {outer}"
-    longrepr.addsection(
-        "replay: the test saw", f"{saw}\n(raised by the client library from replay's error)"
-    )
+    if error is not outer:
+        saw = f"{type(outer).__module__}.{type(outer).__qualname__}: {outer}"
+        longrepr.addsection(
+            "replay: the test saw", f"{saw}\n(raised by the client library from replay's error)"
+        )
     report.longrepr = longrepr
     return error
 
