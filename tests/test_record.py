@@ -767,11 +767,12 @@ def test_a_client_blocking_its_loop_does_not_delay_the_recorded_stamps(
     # The origin sends chunk i (i + 1) * 40 ms after its headers: the stamps say so, though
     # the client read the first ~25 of them only after a second. On a quiet machine each is
     # within 1 ms (bench 5 measures it against 15 ms); this test, run beside the rest of the
-    # suite on 2 busy cores, allows 60 ms: a reader on the loop would be ~1 s late.
+    # suite on 2 busy cores (the origin's own sends late too), allows 200 ms: a reader on the
+    # loop would be ~1 s late.
     sent = [response.headers_at + 0.04 * (n + 1) for n in range(len(GAPS))]
     events = response.events()
     assert len(events) == len(GAPS)
     errors = [abs(event.at - due) for event, due in zip(events, sent, strict=True)]
-    assert max(errors) < 0.06, max(errors)
+    assert max(errors) < 0.2, max(errors)
     assert response.end.is_clean
     assert response.end.at < sent[-1] + 0.06

@@ -23,6 +23,7 @@ from replay.cli import (
     _check_diff_synth,
     _convert,
     _demo,
+    _migrate,
     _record_run,
     _report,
     _serve_proxy,
@@ -45,6 +46,7 @@ _EXAMPLES = (
     ("replay show out.msgpack --events", "what was recorded, event by event"),
     ("replay play out.msgpack -i 0 --speed 1", "watch a stream at its recorded pace"),
     ("replay convert out.msgpack out.yaml", "to vcrpy's format (and back)"),
+    ("replay migrate tests/", "a pytest-recording suite's cassettes, all at once"),
     ("replay check cassettes/*.msgpack", "validate every stream against its dialect"),
     ("replay diff old.msgpack new.msgpack", "what changed: events, texts, timing"),
     ("replay report old.msgpack new.msgpack", "see the timing of both, drawn on one page"),
@@ -71,7 +73,16 @@ def _epilog() -> str:
 
 
 # In the order of `replay --help`.
-_FAMILIES = (_demo, _record_run, _show_play, _report, _convert, _serve_proxy, _check_diff_synth)
+_FAMILIES = (
+    _demo,
+    _record_run,
+    _show_play,
+    _report,
+    _convert,
+    _migrate,
+    _serve_proxy,
+    _check_diff_synth,
+)
 _COMMANDS: dict[str, Command] = {
     name: command for family in _FAMILIES for name, command in family.COMMANDS.items()
 }

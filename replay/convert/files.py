@@ -49,6 +49,7 @@ __all__ = [
     "load_vcr",
     "read_cassette",
     "save_vcr",
+    "with_convert_hint",
 ]
 
 MAX_INFLATED_BYTES = 128 * 2**20
@@ -212,6 +213,21 @@ def load_vcr(path: str | Path) -> list[Interaction]:
     path = Path(path)
     text, _gzipped = _read_text(path, path.name.lower().endswith(".gz"), MAX_INFLATED_BYTES)
     return _from_yaml(text, path)[0]
+
+
+def with_convert_hint(path: Path, error: CassetteFormatError) -> CassetteFormatError:
+    """`error` (reading `path` as a replay cassette) with the command that converts it, when
+    `path` is named as a vcrpy or JSON cassette; else `error` itself."""
+    plain = path.name.lower().removesuffix(".gz")
+    if not plain.endswith((".yaml", ".yml", ".json")):
+        return error
+    target = Path(str(path)[: -len(".gz")] if path.name.endswith(".gz") else path)
+    return CassetteFormatError(
+        path,
+        f"{error.problem}; a vcrpy or JSON cassette? Convert it first: "
+        f"replay convert {path} {target.with_suffix('.msgpack')} (a pytest-recording suite's, "
+        f"all at once: replay migrate {path.parent})",
+    )
 
 
 # -- files -------------------------------------------------------------------------------------

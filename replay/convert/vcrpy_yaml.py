@@ -22,10 +22,17 @@ from replay.convert.pydantic_ai import ParsedBodyError, unparse_bodies
 from replay.errors import CassetteFormatError
 from replay.model import Chunk, Interaction, Request, Response, StreamEnd
 
-__all__ = ["from_vcr_document", "to_vcr_text"]
+__all__ = [
+    "from_vcr_document",
+    "from_vcr_request",
+    "from_vcr_response",
+    "to_vcr_text",
+    "vcr_request",
+    "vcr_response",
+]
 
 
-def _vcr_request(request: Request) -> Any:
+def vcr_request(request: Request) -> Any:
     """The request as vcrpy's httpx stub builds it (headers through `httpx.Headers`)."""
     from vcr.request import Request as VcrRequest
 
@@ -34,7 +41,7 @@ def _vcr_request(request: Request) -> Any:
     )
 
 
-def _vcr_response(response: Response) -> dict[str, Any]:
+def vcr_response(response: Response) -> dict[str, Any]:
     """The response dict vcrpy's httpx stub records: headers grouped by lower-cased name."""
     headers: dict[str, list[str]] = {}
     for name, value in httpx.Headers(list(response.headers)).multi_items():
@@ -57,8 +64,8 @@ def to_vcr_text(interactions: Sequence[Interaction], serializer: Any) -> str:
     from vcr.serialize import serialize
 
     cassette_dict = {
-        "requests": [_vcr_request(i.request) for i in interactions],
-        "responses": [_vcr_response(i.response) for i in interactions],
+        "requests": [vcr_request(i.request) for i in interactions],
+        "responses": [vcr_response(i.response) for i in interactions],
     }
     text: str = serialize(cassette_dict, serializer)
     return text
@@ -88,7 +95,7 @@ def from_vcr_document(document: Any, path: Path) -> tuple[list[Interaction], str
     for i, item in enumerate(items):
         try:
             request, response = _request_and_response(item)
-            result.append(Interaction(_from_vcr_request(request), _from_vcr_response(response)))
+            result.append(Interaction(from_vcr_request(request), from_vcr_response(response)))
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise CassetteFormatError(path, f"interactions[{i}]: {_describe(exc)}") from exc
     return result, "pydantic-ai serializer" if foreign else None
@@ -143,7 +150,8 @@ def _describe(exc: Exception) -> str:
     return f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
 
 
-def _from_vcr_request(request: Any) -> Request:
+def from_vcr_request(request: Any) -> Request:
+    """A vcrpy request as replay's `Request` (each header's first value)."""
     return Request(
         method=str(request.method),
         url=str(request.uri),
@@ -152,7 +160,8 @@ def _from_vcr_request(request: Any) -> Request:
     )
 
 
-def _from_vcr_response(response: Any) -> Response:
+def from_vcr_response(response: Any) -> Response:
+    """A vcrpy response dict as replay's `Response`: its body one chunk at 0 s."""
     if "status_code" in response:  # the layout older vcrpy httpx stubs recorded
         from vcr.filters import decode_response
         from vcr.serializers.compat import convert_body_to_bytes

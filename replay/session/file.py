@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from replay.engine.modes import may_replay_and_record
+from replay.errors import CassetteFormatError
 from replay.matching import Matcher
 from replay.model import Interaction
 from replay.store.file import load_interactions, merge
@@ -32,6 +33,10 @@ def load(path: Path) -> tuple[list[Interaction], bool]:
         return load_interactions(path), True
     except (FileNotFoundError, NotADirectoryError):
         return [], False
+    except CassetteFormatError as error:
+        from replay.convert.files import with_convert_hint  # (a YAML file given: the way out)
+
+        raise with_convert_hint(path, error) from None
 
 
 def load_for(
