@@ -4,6 +4,7 @@
     ├── AmbiguousSessionError (RuntimeError) a request no single active session can claim
     ├── CassetteFormatError (ValueError)    a cassette file that cannot be read
     ├── CassetteMismatchError (LookupError) a request the cassette cannot answer
+    ├── FrameMismatchError (LookupError)    a WebSocket frame the recorded conversation never saw
     ├── CassetteWriteError (OSError)        a cassette file that cannot be saved
     ├── ConfigurationError (ValueError)     a bad argument: speed, record mode, matcher…
     ├── DecodingError (ValueError)          a body whose Content-Encoding cannot be undone
@@ -27,7 +28,6 @@ from typing import Any, Final, NoReturn, Protocol
 
 __all__ = [
     "ALREADY_PLAYED",
-    "BODY_MATCHERS",
     "DISTRIBUTION",
     "AdviceWording",
     "AmbiguousSessionError",
@@ -39,6 +39,7 @@ __all__ = [
     "DecoderMissingError",
     "DecodingError",
     "EventStreamError",
+    "FrameMismatchError",
     "KeyInResponseWarning",
     "LibraryAdvice",
     "NetworkBlockedError",
@@ -49,9 +50,6 @@ __all__ = [
     "raise_bare",
 ]
 
-
-#: The matchers that compare a request's body.
-BODY_MATCHERS: Final = ("body", "raw_body")
 
 #: The "matcher" named in `CassetteMismatchError.differences` when every matcher passes but
 #: the nearest interaction has already played.
@@ -68,27 +66,17 @@ class ReplayError(Exception):
 
 
 def raise_bare(error: BaseException) -> NoReturn:
-    """Raise `error` from a frame that holds nothing else.
-
-    A test report shows the arguments of the frame an error was raised in (pytest does, even
-    in its default style): raised from here, that is the error alone, whose message is
-    redacted, never the raw request it is about. (So this frame stays in the report, where
-    the frames between the client and here are left out: `hide_for_replay_errors`.)
-    """
+    """Raise `error` from a frame that holds nothing else: the frame a test report shows with
+    its arguments, the redacted error alone (those before it: `hide_for_replay_errors`)."""
     raise error
 
 
 def hide_for_replay_errors(excinfo: Any) -> bool:
-    """Whether pytest leaves a frame of replay's out of a test's traceback: its
-    `__tracebackhide__` in each frame a request passes through (the patched transports, the
-    adapters, the session, the player), called with the error's `ExceptionInfo`.
-
-    Hidden when the error is replay's own, whose message says all it knows (redacted): the
-    frames would only add the request as sent, secrets and all, to a `--tb=long` or
-    `--showlocals` report. Any other error (a bug, the client's own) shows them, to find
-    where it came from. A hidden frame never raises a replay error itself: pytest would show
-    the client's frame below it in full instead; `raise_bare` raises them.
-    """
+    """Whether pytest leaves a frame of replay's out of a test's traceback (the
+    `__tracebackhide__` of each frame a request passes through, given the `ExceptionInfo`):
+    when the error is replay's own, whose message says all it knows (redacted), where the
+    frames would add the request as sent, secrets and all. Any other error (a bug) shows
+    them. A hidden frame never raises a replay error itself: `raise_bare` does."""
     return isinstance(getattr(excinfo, "value", None), ReplayError)
 
 
@@ -179,10 +167,8 @@ class LibraryAdvice:
     record: Final = "use record_mode='new_episodes' (or 'all' to record everything again)"
     repeat: Final = "allow_playback_repeats=True lets it answer again"
     ignore_host: Final = "ignore_hosts=[{host!r}]"
-    rewrite: Final = (
-        "delete the cassette and record it again (record_mode='new_episodes' would add it "
-        "beside the stale one, which no run then plays)"
-    )
+    rewrite: Final = "delete the cassette and record it again (record_mode='new_episodes' \
+would add it beside the stale one, which no run then plays)"
 
 
 _LIBRARY_ADVICE: AdviceWording = LibraryAdvice()
@@ -213,27 +199,17 @@ class CassetteMismatchError(ReplayError, LookupError):
         unseen_host: str | None = None,
         advice: AdviceWording = _LIBRARY_ADVICE,
     ) -> None:
-        self.method = method
-        self.url = url
+        self.method, self.url, self.record_mode, self.nearest = method, url, record_mode, nearest
         self.cassette_path = None if cassette_path is None else Path(cassette_path)
-        self.record_mode = record_mode
-        self.nearest = nearest
         self.differences = tuple(differences)
-        where = (
-            "the in-memory cassette"
-            if cassette_path is None
-            else f"cassette {str(cassette_path)!r}"
-        )
+        where = _where(cassette_path)
         lines = [f"{method} {self.url} has no match in {where} (record mode {record_mode!r})"]
         if reason:  # first: a missing file is the cause of all that follows
             lines.append(reason)
         #: The request's host, when the cassette holds no request to it at all.
         self.unseen_host = unseen_host
-        #: Whether the nearest recorded request differs in its body alone: a stale recording
-        #: (a changed prompt), which recording new episodes would keep beside the new one.
-        self.body_only = bool(self.differences) and all(
-            name in BODY_MATCHERS for name, _ in self.differences
-        )
+        #: Whether the nearest recorded request differs in its body alone: a stale recording.
+        self.body_only = bool(differences) and {n for n, _ in differences} <= {"body", "raw_body"}
         if unseen_host is not None:
             lines.append(
                 f"The cassette holds no request to {unseen_host} at all. If this is a "
@@ -258,6 +234,36 @@ class CassetteMismatchError(ReplayError, LookupError):
             )
         else:
             lines.append(f"To record it, {advice.record}.")
+        super().__init__("\n".join(lines))
+
+
+class FrameMismatchError(ReplayError, LookupError):
+    """A WebSocket client frame the replayed conversation never recorded (or sent already).
+
+    Attributes: `url` (the upgrade URL), `frame` (the frame sent, shown short), `nearest`
+    (the nearest recorded client frame not yet sent, shown so, or None), `differences` (how
+    it differs, lines), `cassette_path`; each redacted by the caller.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        frame: str,
+        cassette_path: Path | str | None,
+        nearest: str | None = None,
+        differences: Sequence[str] = (),
+    ) -> None:
+        self.url, self.frame, self.nearest = url, frame, nearest
+        self.differences = tuple(differences)
+        self.cassette_path = None if cassette_path is None else Path(cassette_path)
+        lines = [f"WebSocket frame sent on {url} has no match in {_where(cassette_path)}: {frame}"]
+        if nearest is None:
+            lines.append("Every client frame the recording holds was sent already.")
+        else:
+            lines.append(f"Nearest recorded client frame not yet sent: {nearest}")
+            lines.extend(f"  {line}" for line in self.differences)
+        lines.append("To record the conversation again, use record mode 'all'.")
         super().__init__("\n".join(lines))
 
 
@@ -286,8 +292,7 @@ class DecodingError(ReplayError, ValueError):
     """A body whose Content-Encoding replay cannot undo: unknown, damaged, or too large."""
 
     def __init__(self, encoding: str, problem: str) -> None:
-        self.encoding = encoding
-        self.problem = problem
+        self.encoding, self.problem = encoding, problem
         super().__init__(f"cannot decode a body with content-encoding {encoding!r}: {problem}")
 
 
@@ -300,11 +305,9 @@ class DecoderMissingError(DecodingError):
     """The package that decodes this Content-Encoding (an optional extra) is not installed."""
 
     def __init__(self, encoding: str, package: str, extra: str) -> None:
-        self.package = package
-        self.extra = extra
+        self.package, self.extra = package, extra
         super().__init__(
-            encoding,
-            f"the {package!r} package is not installed ({install_hint(extra)})",
+            encoding, f"the {package!r} package is not installed ({install_hint(extra)})"
         )
 
 
@@ -338,10 +341,7 @@ class NetworkBlockedError(ReplayError, ConnectionError):
     def __init__(
         self, *, method: str, url: str, library: str | None = None, cassette: str | None = None
     ) -> None:
-        self.method = method
-        self.url = url
-        self.library = library
-        self.cassette = cassette
+        self.method, self.url, self.library, self.cassette = method, url, library, cassette
         by = ""
         if library is not None:
             by = (

@@ -99,6 +99,8 @@ NOT_RUN = {
     "Serve a cassette to any client, or record any client through a proxy #2": "a proxy to "
     "the real API that runs until stopped, and a Node client (tests/test_proxy.py)",
     "Development #1": "installs the project and runs the whole suite, this file included",
+    "WebSockets (OpenAI Realtime, the Responses WebSocket mode) #1": "talks to OpenAI's "
+    "Realtime API; tests/test_websocket.py runs the same against a loopback origin",
 }
 
 

@@ -8,6 +8,10 @@ do, and turns the engine's steps into its library's bytes, waits and errors:
   `urllib3` (urllib3 used directly) and `httpclient` (http.client, and so urllib.request),
   both reading a file of the body's pieces (`filebody`);
   `httpmod` says which httpx module a request belongs to;
+- `websockets`, `websockets_sync` and `websockets_aiohttp`: WebSocket conversations of the
+  `websockets` clients and of aiohttp's `ws_connect`,
+  watched to record (`websockets_record`), replayed by a peer at the end of a socket pair
+  (`websockets_peer`);
 - `patch` and `on_import`: the patches that route every client of a process to its session;
 - `reader` and `netthread`: the readers that stamp each chunk as it comes off the network;
 - `network`: `block_network()`, the guard that refuses what no cassette handles, and `reuse`,

@@ -16,7 +16,7 @@ With `auto_decompress`, gzip and deflate bodies are decoded as fed (other encodi
 as recorded). Traces do not fire; `timeout.total` spares replayed bodies.
 
 Recording: see `replay.adapters.aiohttp_record`. A redirect is one interaction (first request,
-final response); websocket upgrades go live.
+final response); `ws_connect` is `replay.adapters.websockets_aiohttp`'s.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ from replay.adapters import routes as _routes
 from replay.adapters.aiohttp_record import record, unchecked
 from replay.adapters.aiohttp_stamped import connect_patch
 from replay.adapters.network import refuse_unless_reachable
+from replay.adapters.websockets_aiohttp import patches as ws_patches
+from replay.adapters.websockets_aiohttp import replayed_socket
 from replay.engine.ends import EndKind, error_kind
 from replay.engine.exchange import Desk, Live, Record, route
 from replay.engine.playing import Playing
@@ -76,7 +78,8 @@ def patches() -> list[tuple[type, str, Any]]:
     ) -> aiohttp.ClientResponse:
         # The network guard: a block refuses it by its URL, pooled connection or new.
         __tracebackhide__ = hide_for_replay_errors
-        refuse_unless_reachable(method, _full_url(self, str_or_url))
+        if replayed_socket() is None:  # (a replayed WebSocket upgrade reaches no network)
+            refuse_unless_reachable(method, _full_url(self, str_or_url))
         return await unguarded(self, method, str_or_url, **kwargs)
 
     @functools.wraps(unguarded)
@@ -89,7 +92,7 @@ def patches() -> list[tuple[type, str, Any]]:
             return await original(self, method, str_or_url, **kwargs)
         return await _handle(session, self, original, method, str_or_url, kwargs)
 
-    return [(aiohttp.ClientSession, "_request", _request), connect_patch()]
+    return [(aiohttp.ClientSession, "_request", _request), connect_patch(), *ws_patches()]
 
 
 def _full_url(client: aiohttp.ClientSession, target: Any) -> str:

@@ -20,8 +20,8 @@ Routing is per context, so that concurrent sessions never see each other's traff
 While a router is installed, `threading.Thread.start` and `ThreadPoolExecutor.submit` are
 wrapped to carry the sessions over; both are restored with the transports.
 
-httpx2 and the other client libraries (`ADAPTERS`) are patched only once imported (as the
-import ends: `replay.adapters.on_import`), so that a session does not import httpx2, aiohttp
+httpx2 and the other client libraries (`ADAPTERS`: websockets too) are patched once imported
+(as the import ends: `replay.adapters.on_import`): a session does not import httpx2, aiohttp
 and requests (some 120 ms) where none is used; so is `ThreadPoolExecutor` (a few ms).
 """
 
@@ -80,8 +80,7 @@ T = TypeVar("T")
 
 _MODULES = ("httpx", "httpx2")
 
-#: The other client libraries replay serves, and the adapter module that patches each one
-#: (its `patches()`: (class, attribute, replacement) triples), imported when it is installed.
+#: The other libraries served, and the module whose `patches()` patches each (imported then).
 ADAPTERS: dict[str, str] = {
     "aiohttp": "replay.adapters.aiohttp",
     "requests": "replay.adapters.requests",
@@ -89,6 +88,8 @@ ADAPTERS: dict[str, str] = {
     "httpcore2": "replay.adapters.httpcore",
     "urllib3": "replay.adapters.urllib3",  # used directly (requests routes its own first)
     "http.client": "replay.adapters.httpclient",  # and so urllib.request
+    "websockets.asyncio.client": "replay.adapters.websockets",  # WebSocket conversations
+    "websockets.sync.client": "replay.adapters.websockets_sync",
 }
 
 _guards: list[Router] = []
@@ -96,9 +97,7 @@ _originals: list[tuple[type, str, Any]] = []  # (class, attribute, original or N
 _holds = 0  # `hold` calls not yet released
 
 
-def _start(
-    original: Callable[[threading.Thread], None],
-) -> Callable[[threading.Thread], None]:
+def _start(original: Callable[[threading.Thread], None]) -> Callable[[threading.Thread], None]:
     """`Thread.start`, made to note the sessions of the starting context for the thread."""
 
     def start(self: threading.Thread) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from replay.errors import CassetteFormatError
-from replay.model import STOPPERS, TIMES, Chunk, Interaction, Request, Response, StreamEnd
+from replay.model import STOPPERS, TIMES, Chunk, Frame, Interaction, Request, Response, StreamEnd
 from replay.model.chunks import time_problem
 
 __all__ = [
@@ -71,7 +71,15 @@ def _json_interaction(interaction: Interaction) -> dict[str, Any]:
                 **({"stopped_by": end.stopped_by} if end.stopped_by == "session" else {}),
             },
         },
+        **({} if interaction.frames is None else {"frames": _json_frames(interaction.frames)}),
     }
+
+
+def _json_frames(frames: Sequence[Frame]) -> list[dict[str, Any]]:
+    """A WebSocket conversation's frames (`replay.model.frames`), one map each."""
+    return [
+        {"at": f.at, "from": f.sender, "kind": f.kind, **_spelled(f.data, "data")} for f in frames
+    ]
 
 
 def export_json(interactions: Sequence[Interaction]) -> str:
@@ -171,7 +179,21 @@ def _json_headers(doc: dict[str, Any], where: str) -> list[tuple[str, str]]:
 def _from_json(item: Any, where: str) -> Interaction:
     """One interaction of the export, each field checked in document order."""
     request = _json_request(_get(item, "request", dict, where), f"{where}.request")
-    return Interaction(request, _json_response(_get(item, "response", dict, where), where))
+    response = _json_response(_get(item, "response", dict, where), where)
+    if "frames" not in item:
+        return Interaction(request, response)
+    frames = []
+    for index, doc in enumerate(_get(item, "frames", list, where)):
+        place = f"{where}.frames[{index}]"
+        doc = _get({"frame": doc}, "frame", dict, where)
+        sender, kind = _get(doc, "from", str, place), _get(doc, "kind", str, place)
+        try:
+            frames.append(
+                Frame(_time(doc, "at", place), sender, kind, _unspelled(doc, "data", place))
+            )
+        except (TypeError, ValueError) as exc:
+            raise _Bad(f"{place}: {exc}") from exc
+    return Interaction(request, response, frames=frames)
 
 
 def _json_request(doc: dict[str, Any], where: str) -> Request:

@@ -7,6 +7,8 @@
     Tape      Recording: chunk(at, bytes) … end → Interaction, redacted, onto a cassette
     ends      what a recorded end means: clean | timeout | cut | stopped by the client, session
     feed      a recording reader's items (chunks, END, Failed) → SyncFeed | AsyncFeed
+    Conversation  a WebSocket conversation replayed: client frames matched, turns released
+              (`conversation`); faults on its frames (`frame_faults`)
 
 The shells (the httpx/httpx2 transports, the session's adapters, `replay serve`, `replay
 play` and `replay proxy`) convert their library's request in and the engine's steps out,

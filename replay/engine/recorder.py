@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from replay.clock import Clock, MonotonicClock
 from replay.engine.ends import recorded_error
-from replay.model import Chunks, Interaction, Request, Response, StreamEnd
+from replay.model import Chunks, Frame, Interaction, Request, Response, StreamEnd
 from replay.redact.redactor import Redactor
 from replay.store.cassette import Cassette
 from replay.store.spool import SPOOL_PIECE, Spool, SpooledPayloads
@@ -96,7 +96,7 @@ class Tape:
                     self.cassette.append(cleaned)
                     if recording.read_on_loop:
                         self.read_on_loop.append(f"{cleaned.request.method} {cleaned.request.url}")
-                if self.redactor.response_holds_key(cleaned.response):
+                if self.redactor.response_holds_key(cleaned.response) or _frames_hold_key(cleaned):
                     with self._lock:
                         self.keys_in_responses.append(
                             f"{cleaned.request.method} {cleaned.request.url}"
@@ -140,6 +140,17 @@ class Tape:
             recording.finish(stopped_by="session")
 
 
+def _frames_hold_key(interaction: Interaction) -> bool:
+    """Whether a conversation's server frames hold a well-known key (stored as they came,
+    as response bodies are: the session warns of them)."""
+    if not interaction.frames:
+        return False
+    from replay.redact.shapes import chunks_hold_key
+
+    server = [f.data + b"\n" for f in interaction.frames if f.sender == "server"]
+    return chunks_hold_key(server)
+
+
 class Recording:
     """The timeline of one response being recorded; finished once, then stored on its tape.
 
@@ -172,6 +183,8 @@ class Recording:
         #: noted was a network arrival's, "reader" once one was a reader's clock reading.
         self.times: str | None = None
         self._network = type(clock) is MonotonicClock  # arrivals' times are on its timeline
+        #: A WebSocket conversation's frames (`got_frame`); None for plain HTTP.
+        self.frames: list[Frame] | None = None
 
     def elapsed(self) -> float:
         """Seconds since the request was sent."""
@@ -210,6 +223,17 @@ class Recording:
                 self._held += len(data)
                 if self._held >= SPOOL_PIECE and self._spilling:
                     self._spill()
+
+    def got_frame(self, sender: str, kind: str, data: bytes) -> None:
+        """Note a WebSocket frame sent or received now (ignored once finished): the
+        recording is then a conversation (`Interaction.frames`)."""
+        with self._lock:
+            if self.finished:
+                return
+            if self.frames is None:
+                self.frames = []
+            last = self.frames[-1].at if self.frames else self.headers_at
+            self.frames.append(Frame(max(self.elapsed(), last), sender, kind, data))
 
     def _spill(self) -> bool:
         """Move the payloads held in memory to the spool; whether they went (if not, they
@@ -263,6 +287,8 @@ class Recording:
             return
         now = self.elapsed() if moment is None or not self._network else moment - self.start
         at = max(now, chunks.times[-1] if chunks.times else self.headers_at)
+        if self.frames:
+            at = max(at, self.frames[-1].at)
         name, message = (None, "") if error is None else recorded_error(error)
         truncated = stopped_by is not None
         end = StreamEnd(at, name, message, truncated=truncated, stopped_by=stopped_by)
@@ -274,4 +300,4 @@ class Recording:
             end=end,
             times=self.times or "reader",
         )
-        self.tape.store(self, Interaction(self.request, response))
+        self.tape.store(self, Interaction(self.request, response, frames=self.frames))

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 import attrs
 
 from replay.model.chunks import MAX_SECONDS, Chunk, Chunks, kind_of, seconds
+from replay.model.frames import Frame, frames_in_order
 
 if TYPE_CHECKING:
     from replay.framing.timed_event import TimedEvent
@@ -32,6 +33,7 @@ __all__ = [
     "TIMES",
     "Chunk",
     "Chunks",
+    "Frame",
     "Interaction",
     "Request",
     "Response",
@@ -293,12 +295,22 @@ class Response:
         return framing.events(self)
 
 
+def _to_frames(frames: Iterable[Frame] | None) -> tuple[Frame, ...] | None:
+    return None if frames is None else frames_in_order(frames)
+
+
 @attrs.frozen
 class Interaction:
-    """One request and the response it got."""
+    """One request and the response it got.
+
+    `frames`: for a WebSocket conversation (the request is its upgrade request, the response
+    the server's answer), the frames both ways after it (`replay.model.frames`); None for
+    plain HTTP.
+    """
 
     request: Request = attrs.field(validator=attrs.validators.instance_of(Request))
     response: Response = attrs.field(validator=attrs.validators.instance_of(Response))
+    frames: tuple[Frame, ...] | None = attrs.field(default=None, converter=_to_frames, kw_only=True)
 
 
 def __getattr__(name: str) -> Any:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from replay.plugin.summary import SessionLog, SessionRecord
+    from replay.plugin.summary import SessionLog, SessionRecord, Unplayed
     from replay.session.lifecycle import CassetteSession
 
 __all__ = ["Run", "option"]
@@ -115,10 +115,14 @@ class Run:
             return
         cassette, loaded = used
         counts = cassette.play_counts
-        unplayed = [
+        unplayed: list[Unplayed] = [
             (index, *_described(cassette.interactions[index].request))
             for index in range(loaded)
             if counts[index] == 0
+        ]
+        unplayed += [  # WebSocket conversations not wholly consumed (`Cassette.unconsumed`)
+            (index, f"{cassette.interactions[index].request.url} ({left})")
+            for index, left in cassette.unconsumed.items()
         ]
         record = SessionRecord(
             path=_display(session.path, self._root),

@@ -251,6 +251,11 @@ class Redactor(UrlRedaction, JsonRedaction):
             return body if cleaned is text else cleaned.encode("latin-1")
         return body
 
+    def frame(self, data: bytes) -> bytes:
+        """A WebSocket client's text frame as it is stored and matched: a JSON one with its
+        secrets replaced as a JSON request body's are; the frame itself when none was."""
+        return self._body(data, "application/json", frozenset())
+
     def _encoded_body(
         self, body: bytes, headers: Headers, content_type: str, encoding: str
     ) -> tuple[bytes, Headers]:
@@ -335,5 +340,7 @@ class Redactor(UrlRedaction, JsonRedaction):
             response = attrs.evolve(response, headers=headers)
         if is_event_stream(response):
             response = redact_payloads(response, self._json)
-        cleaned = Interaction(self._request(interaction.request), response)
+        cleaned = Interaction(
+            self._request(interaction.request), response, frames=interaction.frames
+        )
         return self.hook(cleaned) if self.hook is not None else cleaned

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from replay.adapters import httpx as _httpx
 from replay.adapters import patch
 from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike
+from replay.engine.conversation import ALLOWED_LEFTOVERS
 from replay.engine.modes import (
     RECORD_MODES,
     RecordMode,
@@ -356,6 +357,7 @@ def use_cassette(
     finish_timeout: float = DEFAULT_FINISH_TIMEOUT,
     ignore_hosts: Iterable[str] = (),
     ignore_localhost: bool = False,
+    websocket_allow: Iterable[str] = ALLOWED_LEFTOVERS,
 ) -> CassetteSession:
     """Record to or replay from the cassette at `path` every httpx / httpx2 request made inside.
 
@@ -369,8 +371,9 @@ def use_cassette(
         before_record: a callable that may rewrite each interaction before it is stored;
             returning None drops it.
         record_mode, speed, match_on, allow_playback_repeats, clock, faults, finish_timeout,
-            ignore_hosts, ignore_localhost: the session's options, each documented where it
-            is held: `SessionOptions` (`help(replay.session.lifecycle.SessionOptions)`).
+            ignore_hosts, ignore_localhost, websocket_allow: the session's options, each
+            documented where it is held: `SessionOptions`
+            (`help(replay.session.lifecycle.SessionOptions)`).
 
     Raises:
         ConfigurationError: a bad record mode, speed, matcher or fault.
@@ -387,5 +390,6 @@ def use_cassette(
         finish_timeout=finish_timeout,
         ignore_hosts=ignore_hosts,
         ignore_localhost=ignore_localhost,
+        websocket_allow=websocket_allow,
     )
     return CassetteSession(path, options)

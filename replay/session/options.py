@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING
 import attrs
 
 from replay.clock import Clock, SpeedLike, parse_speed, seconds
+from replay.engine.conversation import ALLOWED_LEFTOVERS
 from replay.engine.modes import RecordMode
 from replay.engine.modes import check as check_mode
+from replay.errors import ConfigurationError
 from replay.matching import DEFAULT_MATCH_ON, Matcher, MatchIndex, MatchOn
 from replay.model import Interaction
 from replay.redact.redactor import Redactor
@@ -65,6 +67,12 @@ def _finish_timeout(value: object) -> float:
     return seconds(value, "finish_timeout")
 
 
+def _allowed(value: Iterable[str]) -> frozenset[str]:
+    if isinstance(value, str) or not all(isinstance(item, str) for item in value):
+        raise ConfigurationError(f"websocket_allow must be strings, not {value!r}")
+    return ALLOWED_LEFTOVERS | frozenset(value)
+
+
 def _faults(value: Iterable[FaultLike]) -> tuple[Fault, ...]:
     return faults_of(value)
 
@@ -110,3 +118,6 @@ class SessionOptions:
     ignore_hosts: frozenset[str] = attrs.field(default=frozenset(), converter=host_names_of)
     #: Ignore the loopback hosts too (localhost, 127.0.0.0/8, ::1).
     ignore_localhost: bool = attrs.field(default=False, converter=bool)
+    #: What a replayed WebSocket conversation may leave unconsumed unreported, besides pings,
+    #: pongs and closes (always allowed): frame kinds or JSON event types ("rate_limits.updated").
+    websocket_allow: frozenset[str] = attrs.field(default=ALLOWED_LEFTOVERS, converter=_allowed)

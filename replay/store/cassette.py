@@ -55,6 +55,9 @@ class Cassette:
     play_counts: list[int] = attrs.field(init=False)
     recorded: list[Interaction] = attrs.field(init=False, factory=list)
     _index: MatchIndex | None = attrs.field(init=False, default=None)
+    #: The WebSocket conversations replayed in this use, by interaction index (the engine's
+    #: `Conversation`s: what each left unconsumed is `unconsumed`).
+    conversations: dict[int, Any] = attrs.field(init=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
         self.play_counts = [0] * len(self.interactions)
@@ -95,6 +98,18 @@ class Cassette:
             for interaction, count in zip(self.interactions, self.play_counts, strict=False)
             if count == 0 and id(interaction) not in recorded
         ]
+
+    @property
+    def unconsumed(self) -> dict[int, str]:
+        """Per interaction index, what a WebSocket conversation replayed in this use left
+        unconsumed (server frames never read, client frames never sent; one line), for
+        those that left any: reported as unplayed interactions are."""
+        found = {}
+        for index, conversation in list(self.conversations.items()):
+            left = conversation.leftovers()
+            if left:
+                found[index] = left.describe()
+        return found
 
     def find(self, request: Request, *, among_first: int | None = None) -> int | None:
         """Take the interaction that answers `request`: its index, counted as played; or None.

@@ -145,7 +145,8 @@ def write_document(file: BinaryIO, interactions: Sequence[Interaction]) -> None:
         request, response = interaction.request, interaction.response
         payloads = response.chunks.payloads
         size = len(request.body) + _size(payloads)
-        if size < _FLUSH and type(payloads) is tuple:  # the usual case: packed whole, in C
+        frames = interaction.frames is not None  # (a conversation's: packed whole)
+        if frames or (size < _FLUSH and type(payloads) is tuple):  # usual: packed whole, in C
             writer.pack(_interaction(interaction))
             writer.held += size
             if writer.held >= _FLUSH:
@@ -192,6 +193,14 @@ def _write_long(writer: _Writer, interaction: Interaction) -> None:
 
 
 def _interaction(i: Interaction) -> dict[str, Any]:
+    if i.frames is not None:  # a WebSocket conversation (`replay.store.frames`)
+        from replay.store.frames import frames_document
+
+        return {
+            "request": {**_request(i.request), "body": i.request.body},
+            "response": _response(i.response),
+            "frames": frames_document(i.frames),
+        }
     return {
         "request": {**_request(i.request), "body": i.request.body},
         "response": _response(i.response),

@@ -37,6 +37,7 @@ from typing import Any
 import msgpack
 
 from replay.model import Interaction
+from replay.store.frames import flags
 from replay.store.msgpack_bytes import stream
 from replay.store.spool import SpooledPayloads
 from replay.store.validate import Floats, Kept, expect, interaction_of, quick, shown
@@ -229,7 +230,8 @@ def _probed(data: Document, start: int, size: int) -> Any:
 
 def _cost(interaction: Interaction) -> int:
     pairs = len(interaction.request.headers) + len(interaction.response.headers)
-    return _INTERACTION + pairs * _PAIR + len(interaction.response.chunks) * (_TIME + _ELEMENT)
+    pieces = len(interaction.response.chunks) + len(interaction.frames or ())
+    return _INTERACTION + pairs * _PAIR + pieces * (_TIME + _ELEMENT)
 
 
 # -- building an interaction with the walker -------------------------------------------------
@@ -326,9 +328,16 @@ _RESPONSE_READERS: dict[str, Reader] = {
     "end": _map(_END_READERS),
     "times": _scalar,
 }
+_FRAMES_READERS: dict[str, Reader] = {
+    "at": _column("at"),
+    "data": _column("data"),
+    "client": flags,
+    "op": flags,
+}
 _INTERACTION_READERS: dict[str, Reader] = {
     "request": _map(_REQUEST_READERS),
     "response": _map(_RESPONSE_READERS),
+    "frames": _map(_FRAMES_READERS),  # a WebSocket conversation's (`replay.store.frames`)
 }
 
 

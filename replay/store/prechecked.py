@@ -79,7 +79,8 @@ def interaction_of(
     set_end(response, end)
     set_times(response, times)
     made = object.__new__(Interaction)
-    set_request, set_response = _INTERACTION_SLOTS
+    set_request, set_response, set_frames = _INTERACTION_SLOTS
     set_request(made, request)
     set_response(made, response)
+    set_frames(made, None)
     return made

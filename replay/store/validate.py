@@ -81,8 +81,8 @@ def quick(value: object) -> Interaction | None:
     if type(value) is not dict:
         return None
     request, response = value.get("request"), value.get("response")
-    if type(request) is not dict or type(response) is not dict:
-        return None
+    if type(request) is not dict or type(response) is not dict or "frames" in value:
+        return None  # (a WebSocket conversation's frames: `interaction_of` reads them)
     chunks, end = response.get("chunks"), response.get("end")
     if type(chunks) is not dict or type(end) is not dict:
         return None
@@ -204,10 +204,16 @@ def interaction_of(value: object, where: str) -> Interaction:
     if built is not None:
         return built
     item: dict[Any, Any] = expect(value, dict, where)
+    frames = None
+    if "frames" in item:  # a WebSocket conversation (`replay.store.frames`)
+        from replay.store.frames import frames_of
+
+        frames = frames_of(item["frames"], f"{where}.frames")
     try:
         return Interaction(
             _request(_field(item, "request", dict, where), f"{where}.request"),
             _response(_field(item, "response", dict, where), f"{where}.response"),
+            frames=frames,
         )
     except (TypeError, ValueError) as exc:  # attrs validators: negative times, bad status
         raise LoadError(f"{where}: {exc}") from exc

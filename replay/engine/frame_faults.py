@@ -1,0 +1,164 @@
+"""Faults on a replayed WebSocket conversation: `replay.faults`' vocabulary, read for frames.
+
+    import replay
+    from replay import faults
+    from replay.engine.frame_faults import close, delay
+
+    with replay.use_cassette("realtime.msgpack", faults=[close(after_events=3, code=1011)]):
+        ...  # the server closes with 1011 after its third message
+
+An "event" of a conversation is a message of the server (a text or binary frame), counted
+from 1 (`after_events=0`: before the first). What each fault does to one:
+
+    cut(after_events=N)                  the connection drops after the server's Nth message:
+                                         no close frame (the client sees code 1006)
+    stall(after_events=N, seconds=S)     S seconds of silence after it: what follows, later
+    slow(factor)                         every recorded time multiplied by `factor`
+    close(after_events=N, code=, reason=) the server closes with `code` after its Nth message
+    delay(event=N, seconds=S)            the Nth message comes S seconds late; those after it
+                                         come as recorded, but never before it
+    status(code, ...)                    the upgrade is answered `code` (no conversation)
+
+`rechunk` and `jitter` leave a conversation as it is. `close` and `delay` are `Fault`s (they
+leave an HTTP response as it is), given as values (`replay run --fault` specs do not know
+them). `faulted` is the pure transform; the peer plays its result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from replay.errors import ConfigurationError
+from replay.faults.types import Cut, Fault, Outcome, Slow, Stall, count, positive
+from replay.model.chunks import MAX_SECONDS
+from replay.model.frames import Frame
+
+__all__ = ["Close", "Delay", "close", "delay", "faulted"]
+
+
+@attrs.frozen(kw_only=True, repr=False)
+class Close(Fault):
+    """The server closes a WebSocket conversation with `code` after `after_events` messages."""
+
+    after_events: int
+    code: int = 1011
+    reason: str = ""
+
+    def transform(self, outcome: Outcome, attempt: int) -> Outcome:
+        return outcome  # (an HTTP response has no frames)
+
+    def _what(self) -> str:
+        return f"close the WebSocket with code {self.code} after {self.after_events} messages"
+
+    def _arguments(self) -> tuple[list[object], dict[str, object]]:
+        keywords: dict[str, object] = {"after_events": self.after_events, "code": self.code}
+        return [], {**keywords, **({"reason": self.reason} if self.reason else {})}
+
+
+@attrs.frozen(kw_only=True, repr=False)
+class Delay(Fault):
+    """The server's `event`th message (from 1) of a conversation comes `seconds` late."""
+
+    event: int
+    seconds: float
+
+    def transform(self, outcome: Outcome, attempt: int) -> Outcome:
+        return outcome
+
+    def _what(self) -> str:
+        return f"delay WebSocket message {self.event} by {self.seconds:g} s"
+
+    def _arguments(self) -> tuple[list[object], dict[str, object]]:
+        return [], {"event": self.event, "seconds": self.seconds}
+
+
+def close(
+    *, after_events: int, code: int = 1011, reason: str = "", index: int | None = None
+) -> Close:
+    """The server closes with `code` (and `reason`) after its `after_events`th message."""
+    count(after_events, "after_events")
+    if isinstance(code, bool) or not isinstance(code, int) or not 1000 <= code <= 4999:
+        raise ConfigurationError(f"code must be a WebSocket close code (1000-4999), not {code!r}")
+    if len(reason.encode()) > 123:
+        raise ConfigurationError("reason must fit a close frame: at most 123 bytes of UTF-8")
+    return Close(after_events=after_events, code=code, reason=reason, index=index)
+
+
+def delay(*, event: int, seconds: float, index: int | None = None) -> Delay:
+    """The server's `event`th message (from 1) comes `seconds` late."""
+    if count(event, "event") < 1:
+        raise ConfigurationError("event counts the server's messages from 1")
+    seconds = positive(seconds, "seconds")
+    if seconds > MAX_SECONDS:
+        raise ConfigurationError(f"seconds must be at most {MAX_SECONDS:g}")
+    return Delay(event=event, seconds=seconds, index=index)
+
+
+def _after(frames: Sequence[Frame], events: int) -> int:
+    """The position after which `events` server messages have gone (-1: before any)."""
+    if events == 0:
+        return -1
+    seen = 0
+    for position, frame in enumerate(frames):
+        if frame.sender == "server" and frame.kind in ("text", "binary"):
+            seen += 1
+            if seen == events:
+                return position
+    return len(frames) - 1
+
+
+def _shifted(frames: Sequence[Frame], start: int, seconds: float) -> list[Frame]:
+    """`frames`, those from `start` on `seconds` later (bounded by the model's limit)."""
+    return [
+        f if i < start else attrs.evolve(f, at=min(f.at + seconds, MAX_SECONDS))
+        for i, f in enumerate(frames)
+    ]
+
+
+def _delayed(frames: list[Frame], position: int, seconds: float) -> list[Frame]:
+    """The frame at `position` `seconds` late, and the rest of its turn (up to the client's
+    next message) never before it."""
+    late = min(frames[position].at + seconds, MAX_SECONDS)
+    result = frames[:position]
+    for i in range(position, len(frames)):
+        frame = frames[i]
+        if frame.sender == "client" and frame.kind in ("text", "binary"):
+            return result + frames[i:]
+        result.append(attrs.evolve(frame, at=max(frame.at, late)))
+    return result
+
+
+def faulted(frames: Sequence[Frame], faults: Sequence[Fault]) -> tuple[tuple[Frame, ...], int]:
+    """The frames `faults` make of `frames` (applied in order), and the position after
+    which the connection drops (`len(frames)`: it does not)."""
+    result, drop = list(frames), len(frames)
+    for fault in faults:
+        if isinstance(fault, Slow):
+            result = [attrs.evolve(f, at=min(f.at * fault.factor, MAX_SECONDS)) for f in result]
+        elif isinstance(fault, Stall):
+            result = _shifted(result, _after(result, fault.after_events) + 1, fault.seconds)
+        elif isinstance(fault, Delay) and result:
+            result = _delayed(result, _after(result, fault.event), fault.seconds)
+        elif isinstance(fault, (Cut, Close)):
+            events = fault.after_events if fault.after_events is not None else 0
+            position = _after(result, events)
+            at = result[position].at if position >= 0 else 0.0
+            result = result[: position + 1]
+            if isinstance(fault, Close):
+                result.append(Frame.close(at, "server", fault.code, fault.reason))
+            drop = len(result) - 1 if isinstance(fault, Cut) else len(result)
+    return _in_order(result), drop
+
+
+def _in_order(frames: list[Frame]) -> tuple[Frame, ...]:
+    """`frames` with no time going back (a delayed message holds the client's next one back
+    in time, never in order)."""
+    last, ordered = 0.0, []
+    for frame in frames:
+        if frame.at < last:
+            frame = attrs.evolve(frame, at=last)
+        ordered.append(frame)
+        last = frame.at
+    return tuple(ordered)
