@@ -53,7 +53,13 @@ PROGRAMS = (
 )
 
 #: Test modules, written into one project, and the block of commands that runs them twice.
-PYTEST_MODULES = ("With the openai SDK #2", "In pytest #1", "Faults #1", "Virtual time #1")
+PYTEST_MODULES = (
+    "With the openai SDK #2",
+    "In pytest #1",
+    "Faults #1",
+    "Streams that resume #2",
+    "Virtual time #1",
+)
 PYTEST_COMMANDS = "In pytest #2"
 #: The project's ini: empty, as a reader's project may be (the README's async tests carry
 #: pytest-asyncio's mark, as printed).
@@ -94,6 +100,7 @@ NOT_RUN = {
     "by tests/test_cli.py",
     "In pytest #3": "output: the report of a failing test (tests/test_pytest_plugin.py)",
     "Record modes #1": "output: a mismatch message (tests/test_matching.py)",
+    "Streams that resume #1": "output: a mismatch message (tests/test_resume.py)",
     "Serve a cassette to any client, or record any client through a proxy #1": "a server that "
     "runs until stopped, and a Node client (`replay serve`: tests/test_serve.py)",
     "Serve a cassette to any client, or record any client through a proxy #2": "a proxy to "
