@@ -141,8 +141,7 @@ class CassetteSession(SeenInUse, ChildProcessSide):
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if exc is not None:
-            self.note_failure(exc)
+        self.note_failure(exc)
         self._leave(finish_wait(self.options.finish_timeout))
 
     async def __aenter__(self) -> Cassette:
@@ -154,8 +153,7 @@ class CassetteSession(SeenInUse, ChildProcessSide):
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if exc is not None:
-            self.note_failure(exc)
+        self.note_failure(exc)
         patch.uninstall(self)
         await finish_async(self._tape, self.options.finish_timeout)
         self._leave(0.0)

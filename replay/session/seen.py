@@ -80,9 +80,11 @@ class SeenInUse:
             return None
         return f"speed policy {speed} (seed {speed.seed}: the same spec replays the same times)"
 
-    def note_failure(self, error: BaseException) -> None:
-        """Add to `error`, leaving the session, the faults it injected and its seeded speed
-        policy: their specs, seeds included, replay the same stream."""
+    def note_failure(self, error: BaseException | None) -> None:
+        """Add to `error` (None: none), leaving the session, the faults it injected and its
+        seeded speed policy: their specs, seeds included, replay the same stream."""
+        if error is None:
+            return
         lines = []
         if self.options.faults:
             lines += [f"{fault!r}: {fault.describe()}" for fault in self.injector.injected()]
