@@ -164,3 +164,22 @@ def test_a_failed_run_says_the_seeds_that_replay_it(
     assert said.endswith("--fault 'resplit(seed=3)'")
     seed = said.split("seed=")[1].split()[0]
     assert seed.isdigit()
+
+
+def test_report_compares_a_cassette_with_itself_as_played(
+    recorded: tuple[str, Path], tmp_path: Path
+) -> None:
+    _, path = recorded
+    out = tmp_path / "report.html"
+    spec = "ttft=recorded,rest=instant"
+    result = replay_text("report", str(path), "--speed", spec, "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    page = out.read_text()
+    assert "played at speed" in page
+    assert "ttft=recorded,rest=instant" in page
+    again = replay_text("report", str(path), str(path), "--speed", spec, "-o", "-")
+    assert again.returncode != 0
+    assert again.stderr.strip().splitlines() == [
+        "replay: error: --speed and --fault compare CASSETTE with itself as played: give one "
+        "cassette"
+    ]
