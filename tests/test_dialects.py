@@ -562,6 +562,7 @@ def test_every_rule_has_a_corruption() -> None:
     # JSON-RPC's need the request too: tests/test_mcp.py.
     # Converse's (and damaged event streams) are in tests/test_bedrock.py.
     skipped = ("ndjson.", "gemini.", "cohere.", "jsonrpc.", "converse.", "stream.eventstream")
+    skipped += ("realtime.", "responses-ws.", "websocket.")  # tests/test_websocket_inspect.py
     sse_rules = {rule for rule in RULES if not rule.startswith(skipped)}
     assert {rule for _, _, rule in CORRUPTIONS} == sse_rules
 

@@ -14,6 +14,8 @@ Interactions are paired by position (#0 with #0, #1 with #1, …). For each pair
   compares it byte for byte;
 - the texts: what the stream says, by dialect (text, reasoning or thinking, each tool call
   as `name(arguments)`), joined from its deltas;
+- a WebSocket conversation's frames are its events (`replay.inspect.frames_view`: the
+  direction and event type of each, its payload), compared as a stream's are;
 - the timing: time to the first event, total duration, median and largest gap between
   events, for A and for B.
 
@@ -40,6 +42,7 @@ from replay.inspect import align
 from replay.inspect.diff_text import DATA_WIDTH as DATA_WIDTH
 from replay.inspect.diff_text import format_diff
 from replay.inspect.diff_values import CassetteDiff, EventChange, InteractionDiff, TextDiff, Timing
+from replay.inspect.frames_view import frame_events
 from replay.matching.keys import json_key
 from replay.model import Interaction, Response, TimedEvent
 from replay.store.cassette import Cassette
@@ -62,6 +65,8 @@ VOLATILE_FIELDS: frozenset[str] = frozenset(
     {
         "id",
         "item_id",
+        "event_id",
+        "response_id",
         "call_id",
         "created",
         "created_at",
@@ -124,7 +129,7 @@ def _diff_pair(
 ) -> InteractionDiff:
     if a is None or b is None:
         return InteractionDiff(index=index, a=a, b=b)
-    events_a, events_b = _events(a.response), _events(b.response)
+    events_a, events_b = _events_of(a), _events_of(b)
     notes = [*_request_notes(a, b), *_response_notes(a, b)]
     if events_a is None or events_b is None:
         body_a, body_b = _body(a.response), _body(b.response)
@@ -211,6 +216,14 @@ _KINDS: dict[str, Literal["changed", "removed", "added"]] = {
     "delete": "removed",
     "insert": "added",
 }
+
+
+def _events_of(interaction: Interaction) -> list[TimedEvent] | None:
+    """The events of a stream, or a WebSocket conversation's frames as events
+    (`replay.inspect.frames_view`: direction and type, payload)."""
+    if interaction.frames is not None:
+        return frame_events(interaction.frames)
+    return _events(interaction.response)
 
 
 def _events(response: Response) -> list[TimedEvent] | None:
