@@ -33,9 +33,10 @@ import attrs
 from replay.errors import ConfigurationError
 from replay.faults.types import Cut, Fault, Outcome, Slow, Stall, count, positive
 from replay.model.chunks import MAX_SECONDS
+from replay.model import Request
 from replay.model.frames import Frame
 
-__all__ = ["Close", "Delay", "close", "delay", "faulted"]
+__all__ = ["Close", "Delay", "close", "delay", "faulted", "targeted"]
 
 
 @attrs.frozen(kw_only=True, repr=False)
@@ -94,6 +95,14 @@ def delay(*, event: int, seconds: float, index: int | None = None) -> Delay:
     if seconds > MAX_SECONDS:
         raise ConfigurationError(f"seconds must be at most {MAX_SECONDS:g}")
     return Delay(event=event, seconds=seconds, index=index)
+
+
+def targeted(
+    frames: Sequence[Frame], faults: Sequence[Fault], index: int, request: Request
+) -> tuple[tuple[Frame, ...], int]:
+    """`faulted` by those of `faults` that target interaction `index` (its upgrade
+    `request`): what a replayed conversation plays, and where its connection drops."""
+    return faulted(frames, [fault for fault in faults if fault.applies_to(index, request)])
 
 
 def _after(frames: Sequence[Frame], events: int) -> int:
