@@ -20,6 +20,8 @@ and whose `describe()` says in words what it does (used in reports).
     rechunk("events")                     the same bytes, one chunk per event
     slow(factor)                          every recorded time multiplied by `factor`
     jitter(ms, seed=)                     each chunk moved by up to ±ms, kept in order
+    close(after_events=N, code=, reason=) a WebSocket conversation's server closes there
+    delay(event=N, seconds=S)             its Nth server message comes S seconds late
 
 Targets: `index=` (the interaction's position in the cassette) and `where=` (a predicate on
 the `replay.Request` as sent, redacted); a fault with neither applies to every interaction.
@@ -47,6 +49,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Union
 
 from replay.errors import ConfigurationError
+from replay.faults.frames import close, delay
 from replay.faults.reshape import INSIDE
 from replay.faults.types import (
     JSON_CONTENT,
@@ -253,6 +256,8 @@ _FACTORIES: dict[str, Callable[..., Fault]] = {
     "rechunk": rechunk,
     "slow": slow,
     "jitter": jitter,
+    "close": close,  # (a WebSocket conversation's: `replay.faults.frames`)
+    "delay": delay,
 }
 
 FaultLike = Union[Fault, str]  # noqa: UP007 - a runtime alias, and 3.10 lacks `type`

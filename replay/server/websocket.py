@@ -30,6 +30,7 @@ from replay.engine.conversation import ALLOWED_LEFTOVERS, Conversation
 from replay.engine.frame_faults import targeted
 from replay.errors import FrameMismatchError
 from replay.model import Request
+from replay.redact.redactor import Redactor
 from replay.server.asgi import Log, Receive, Send, passed_on
 
 __all__ = ["converse", "refuse"]
@@ -88,38 +89,53 @@ async def converse(
     accept = {"type": "websocket.accept", "headers": passed_on(response.headers, _MADE_HERE)}
     await send({**accept, **({"subprotocol": protocol} if protocol else {})})
     wake = _Wake()
-    failure: list[str] = []
-
-    async def listen(group: anyio.abc.TaskGroup) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "websocket.disconnect":
-                conversation.closed = True
-                group.cancel_scope.cancel()
-                return
-            text, data = message.get("text"), message.get("bytes")
-            kind, payload = ("text", text.encode()) if text is not None else ("binary", data or b"")
-            if kind == "text":
-                payload = redactor.frame(payload)  # as it was stored
-            try:
-                conversation.sent(kind, payload, clock.now())
-            except FrameMismatchError as mismatch:
-                failure.append(str(mismatch))
-                group.cancel_scope.cancel()
-                return
-            wake.set()
-
+    listening = _Listener(conversation, receive, clock, redactor, wake)
     code: tuple[int, str] | None = None
     async with anyio.create_task_group() as group:
-        group.start_soon(listen, group)
+        group.start_soon(listening.listen, group)
         code = await _speak(conversation, send, clock, wake)
         group.cancel_scope.cancel()
-    if failure:
-        log("WebSocket: " + failure[0].replace("\n", "\n  "))
+    if listening.failure is not None:
+        log("WebSocket: " + listening.failure.replace("\n", "\n  "))
         await _close(send, 1008, "replay: no recorded frame matches this message")
     elif code is not None:
         await _close(send, *code)
     return conversation
+
+
+class _Listener:
+    """The client's side: each message matched as it comes; the first mismatch kept."""
+
+    def __init__(
+        self,
+        conversation: Conversation,
+        receive: Receive,
+        clock: Clock,
+        redactor: Redactor,
+        wake: _Wake,
+    ) -> None:
+        self.conversation, self.receive, self.clock = conversation, receive, clock
+        self.redactor, self.wake = redactor, wake
+        self.failure: str | None = None
+
+    async def listen(self, group: anyio.abc.TaskGroup) -> None:
+        """Until the client leaves or sends what the recording never saw; then end `group`."""
+        while True:
+            message = await self.receive()
+            if message["type"] == "websocket.disconnect":
+                self.conversation.closed = True
+                break
+            text, data = message.get("text"), message.get("bytes")
+            kind, payload = ("text", text.encode()) if text is not None else ("binary", data or b"")
+            if kind == "text":
+                payload = self.redactor.frame(payload)  # as it was stored
+            try:
+                self.conversation.sent(kind, payload, self.clock.now())
+            except FrameMismatchError as mismatch:
+                self.failure = str(mismatch)
+                break
+            self.wake.set()
+        group.cancel_scope.cancel()
 
 
 async def _speak(
