@@ -4,6 +4,7 @@ session's `websocket_allow` carried by name into child processes."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from commands import replay_text
@@ -36,3 +37,39 @@ def test_websocket_allow_is_carried_by_name() -> None:
     environ = {ENV_WEBSOCKET_ALLOW: json.dumps(["rate_limits.updated", "ping"])}
     assert "rate_limits.updated" in options_from(environ, None).websocket_allow
     assert options_from({}, None).websocket_allow == {"ping", "pong", "close"}
+
+
+APP = """
+import json, sys
+from websockets.sync.client import connect
+from websockets.exceptions import ConnectionClosed
+
+with connect(sys.argv[1]) as ws:
+    ws.recv()
+    ws.send(json.dumps({"type": "response.create", "response": {"instructions": "a b c"}}))
+    try:
+        while True:
+            print(json.loads(ws.recv())["type"])
+    except ConnectionClosed as closed:
+        print("closed", closed.rcvd.code, closed.rcvd.reason)
+"""
+
+
+def test_a_close_fault_spec_reaches_the_program_under_replay_run(tmp_path: Path) -> None:
+    from replay.testing.realtime import RealtimeOrigin
+
+    app, out = tmp_path / "app.py", tmp_path / "rt.msgpack"
+    app.write_text(APP)
+    with RealtimeOrigin(close_after=1) as origin:
+        recorded = replay_text("record", str(out), "--", sys.executable, str(app), origin.url)
+    assert recorded.returncode == 0, recorded.stderr
+    assert recorded.stdout.splitlines()[-1] == "closed 1000 done"
+    fault = "close(after_events=3, code=1011, reason='overloaded')"  # session.created is 1
+    command = ("run", str(out), "--mode", "none", "--fault", fault)
+    replayed = replay_text(*command, "--", sys.executable, str(app), origin.url)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout.splitlines() == [
+        "response.created",
+        "response.output_text.delta",
+        "closed 1011 overloaded",
+    ]

@@ -188,3 +188,11 @@ def test_the_proxy_records_a_conversation_that_serve_then_replays(tmp_path: Path
     with running("serve", str(out), "--speed", "instant") as server:
         replayed = _talk(server.url.replace("http://", "ws://") + PATH)
     assert [said for said, _ in replayed[1:]] == [said for said, _ in live[1:]]
+
+
+def test_a_conversation_outlives_the_request_timeout(recorded: Path) -> None:
+    # The request timeout bounds the upgrade request's arrival, not the conversation after.
+    with running("serve", str(recorded), "--request-timeout", "0.2") as server:
+        said = _talk(server.url.replace("http://", "ws://") + PATH)
+    assert [words for words, _ in said[1:]] == ["".join(answer(text)) for text in TEXTS]
+    assert "408" not in server.stderr
