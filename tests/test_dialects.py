@@ -560,8 +560,17 @@ def test_every_rule_has_a_corruption() -> None:
     # NDJSON's rules are not about server-sent events: tests/test_check.py covers them;
     # Gemini's and Cohere's corruptions are in tests/test_gemini.py and test_dialects_cohere.py;
     # JSON-RPC's need the request too: tests/test_mcp.py.
-    # Converse's (and damaged event streams) are in tests/test_bedrock.py.
-    skipped = ("ndjson.", "gemini.", "cohere.", "jsonrpc.", "converse.", "stream.eventstream")
+    # Converse's (and damaged event streams) are in tests/test_bedrock.py; resume's need two
+    # interactions: tests/test_resume.py.
+    skipped = (
+        "ndjson.",
+        "gemini.",
+        "cohere.",
+        "jsonrpc.",
+        "converse.",
+        "stream.eventstream",
+        "resume.",
+    )
     skipped += ("realtime.", "responses-ws.", "websocket.")  # tests/test_websocket_inspect.py
     sse_rules = {rule for rule in RULES if not rule.startswith(skipped)}
     assert {rule for _, _, rule in CORRUPTIONS} == sse_rules

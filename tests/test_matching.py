@@ -72,6 +72,7 @@ def test_default_match_on_includes_the_body() -> None:
         "path",
         "query",
         "body",
+        "last_event_id",
     )
 
 

@@ -21,6 +21,7 @@ import pytest
 
 import replay
 from replay.model import Chunk, Interaction, Request, Response
+from replay.model.frames import Frame
 from replay.testing import Origin, Script
 
 pytest_plugins = ["pytester"]
@@ -180,6 +181,13 @@ def test_an_interaction_repr_is_made_of_those() -> None:
     shown = repr(Interaction(request, response))
     assert shown == f"Interaction(request={request!r}, response={response!r})"
     assert SECRET not in shown
+    frames = (
+        Frame(0.1, "client", "text", SECRET.encode()),
+        Frame(0.2, "server", "close", b"\x03\xe8"),
+    )
+    shown = repr(Interaction(request, Response(status=101), frames=frames))
+    assert shown.endswith(", frames=<2 frames>)")
+    assert SECRET not in shown
 
 
 @pytest.mark.parametrize(
@@ -195,17 +203,19 @@ def test_odd_urls_are_shown_without_their_values(url: str, shown: str) -> None:
 
 
 def test_reprs_need_nothing_but_the_model_module() -> None:
-    # `replay.model` imports at load time only its chunk columns (`replay.model.chunks`, which
-    # import nothing of replay): a repr may import only what imports nothing back (no
-    # circle, even through an import inside a function): the key shapes, in a package whose
-    # `__init__` holds nothing but its docstring.
+    # `replay.model` imports at load time only its chunk columns and WebSocket frames
+    # (`replay.model.chunks`, `replay.model.frames`, which import nothing else of replay): a
+    # repr may import only what imports nothing back (no circle, even through an import
+    # inside a function): the key shapes, in a package whose `__init__` holds nothing but its
+    # docstring.
     text = textwrap.dedent(
         """
         import sys
         from replay.model import Request
         repr(Request(method="GET", url="http://h.test/sk-proj-0123456789abcdefghijkl?a=1"))
         loaded = sorted(name for name in sys.modules if name.startswith("replay."))
-        expected = ["replay.model", "replay.model.chunks", "replay.redact", "replay.redact.shapes"]
+        expected = ["replay.model", "replay.model.chunks", "replay.model.frames", "replay.redact",
+                    "replay.redact.shapes"]
         assert sorted(loaded) == expected, loaded
         """
     )

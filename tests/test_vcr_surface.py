@@ -91,7 +91,8 @@ def test_a_migrated_cassette_replays_as_recorded_until_recorded_again(
     again.stdout.fnmatch_lines(
         [
             "replay: cassettes/test_suite/test_a.msgpack recorded again: it now matches on "
-            "replay's default (method, scheme, host, port, path, query, body), no longer on "
+            "replay's default (method, scheme, host, port, path, query, body, last_event_id), "
+            "no longer on "
             "what vcrpy recorded it under (method, scheme, host, port, path, query)"
         ]
     )

@@ -10,6 +10,7 @@ import datetime
 import json
 import platform
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -229,18 +230,39 @@ def test_anthropic_sees_the_recorded_gaps_between_its_deltas(tmp_path: Path) -> 
 # --- asyncio timers on virtual time -----------------------------------------------------------
 
 
-def test_asyncio_sleep_still_waits_its_time() -> None:
+def test_asyncio_sleep_passes_its_time_without_waiting_it() -> None:
     async def main() -> tuple[float, float]:
         loop = asyncio.get_running_loop()
         with replay.VirtualTime():
             started, real = loop.time(), REAL_MONOTONIC()
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(30)
             return loop.time() - started, REAL_MONOTONIC() - real
 
     virtual, real = asyncio.run(main())
 
-    assert virtual >= 0.05
-    assert 0.049 <= real < 0.5
+    assert virtual >= 30
+    assert real < 15
+
+
+def test_time_sleep_passes_its_time_without_waiting_it_in_the_virtual_thread() -> None:
+    with replay.VirtualTime():
+        started, real = time.monotonic(), REAL_MONOTONIC()
+        time.sleep(30)
+        virtual, real = time.monotonic() - started, REAL_MONOTONIC() - real
+        waited: list[float] = []
+
+        def other() -> None:  # another thread's sleep is a real one
+            begun = REAL_MONOTONIC()
+            time.sleep(0.05)
+            waited.append(REAL_MONOTONIC() - begun)
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+
+    assert virtual >= 30
+    assert real < 15
+    assert waited[0] >= 0.049
 
 
 def test_an_asyncio_timeout_fires_when_the_replay_skips_past_it(

@@ -11,10 +11,14 @@ read one virtual clock. It starts at the real readings and moves by two things o
 
 - the replay's waits, which add to it instead of sleeping (each chunk then arrives exactly
   when the client's clocks say it is due), and
-- real time the process spends *waiting* — wall time, less the process's CPU time, less
-  the time the thread that started virtual time sat runnable on the OS run queue (Linux
-  `schedstat`) — so `time.sleep`, `asyncio.sleep`, a blocking read or an SDK's retry
-  back-off still pass the time they wait.
+- the client's sleeps in the thread that started virtual time: `time.sleep` and
+  `asyncio.sleep` (patched too) move the clocks instead of waiting (an asyncio sleep as a
+  replay's async wait skips, its due timers run in order), so a client polling a
+  background response every second, or an SDK's retry back-off, costs no real time;
+- real time the process spends *waiting* otherwise — wall time, less the process's CPU
+  time, less the time the thread that started virtual time sat runnable on the OS run
+  queue (Linux `schedstat`) — so another thread's sleep or a blocking read still pass the
+  time they wait.
 
 Time the process spends computing, or preempted by a busy machine, does not pass: a
 client's own work between two reads of the clock (building a request, parsing events, an
@@ -42,10 +46,12 @@ Limits, honestly:
   (uvloop) the async wait skips in one step too: a deadline inside the gap fires after it.
   What a due timer sets off runs for up to 100 turns of the loop before the skip goes on.
 - Code that bound a clock function before the patch (`from time import monotonic`, a
-  default argument `clock=time.monotonic`) keeps the real clock: pytest's timers are such
-  code; trio's clock sees only the replay's skips (a `trio.testing.MockClock` is left as it is)
-  and passes the process's computing and preemption as real time does: on a busy machine a
-  trio deadline can come that much early against the chunks.
+  default argument `clock=time.monotonic`) keeps the real clock, and code that bound a
+  sleep (`from asyncio import sleep`: anyio's; trio's own sleeps) waits in real time:
+  pytest's timers are such code; trio's clock sees only the replay's skips (a
+  `trio.testing.MockClock` is left as it is) and passes the process's computing and
+  preemption as real time does: on a busy machine a trio deadline can come that much early
+  against the chunks.
 - C code reads the system clock itself: `datetime.now()`, `time.clock_gettime()`, the
   timeouts of `select` and `socket`, uvloop's loop time and C extensions see real time.
 - A busy-wait that polls the clock without ever sleeping or blocking never sees time
@@ -68,10 +74,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 from types import TracebackType
-from typing import Final
+from typing import Any, Final
 
 from replay.clock import waits
 
@@ -88,6 +95,7 @@ _real_perf_counter_ns = time.perf_counter_ns
 _real_time = time.time
 _real_time_ns = time.time_ns
 _process_time_ns = time.process_time_ns
+_real_sleep = time.sleep
 
 _lock = threading.Lock()
 _users = 0  # active virtual sessions (nesting shares one clock)
@@ -195,13 +203,37 @@ class _RunQueue:
 
 
 _queued: _RunQueue | None = None  # the installing thread's run queue, while installed
+_sleeper: int | None = None  # the installing thread, whose sleeps move the clocks instead
+_real_asyncio_sleep: Any = None  # `asyncio.sleep` before the patch (asyncio imported then)
+
+
+def _sleep(seconds: float) -> None:
+    """`time.sleep` while virtual time is active: in the thread that started it, the clocks
+    move by `seconds` at once (after a real `sleep(0)`: other threads get their turn); a
+    client polling every second replays in milliseconds while its clocks see the seconds."""
+    if not (seconds > 0 and _users and threading.get_ident() == _sleeper):
+        _real_sleep(seconds)
+        return
+    _real_sleep(0)
+    _advance(seconds)
+
+
+async def _asyncio_sleep(delay: float, result: Any = None) -> Any:
+    """`asyncio.sleep` while virtual time is active: in the thread that started it, a skip
+    of `delay` that runs each timer falling due inside it (`replay.clock.waits.skip`)."""
+    if not (delay > 0 and _users and threading.get_ident() == _sleeper):
+        return await _real_asyncio_sleep(delay, result)
+    await waits.skip(delay, _monotonic, _advance)
+    return result
 
 
 def _install() -> None:
     global _users, _base_monotonic, _base_perf_counter, _base_time, _base_cpu, _skipped, _waited
-    global _queued, _base_queued
+    global _queued, _base_queued, _sleeper
     with _lock:
         if _users == 0:
+            _sleeper = threading.get_ident()
+            _patch_sleeps()
             _queued = _RunQueue()
             _base_monotonic, _base_cpu, _base_queued = _readings(_queued)
             _base_perf_counter = _real_perf_counter_ns()
@@ -211,6 +243,30 @@ def _install() -> None:
                 _saved[name] = getattr(time, name)
                 setattr(time, name, function)
         _users += 1
+
+
+def _patch_sleeps() -> None:
+    """`time.sleep`, and `asyncio.sleep` if asyncio is imported, made virtual (`_sleep`)."""
+    global _real_asyncio_sleep
+    _saved_sleeps["time"] = time.sleep
+    setattr(time, "sleep", _sleep)  # noqa: B010 - typeshed's signature is wider
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is not None:
+        _saved_sleeps["asyncio"] = _real_asyncio_sleep = getattr(asyncio, "sleep")  # noqa: B009
+        setattr(asyncio, "sleep", _asyncio_sleep)  # noqa: B010
+
+
+def _unpatch_sleeps() -> None:
+    global _real_asyncio_sleep
+    setattr(time, "sleep", _saved_sleeps.pop("time", _real_sleep))  # noqa: B010
+    asyncio = sys.modules.get("asyncio")
+    if "asyncio" in _saved_sleeps and asyncio is not None:
+        setattr(asyncio, "sleep", _saved_sleeps.pop("asyncio"))  # noqa: B010
+    _saved_sleeps.clear()
+    _real_asyncio_sleep = None
+
+
+_saved_sleeps: dict[str, Any] = {}
 
 
 def _uninstall() -> None:
@@ -223,6 +279,7 @@ def _uninstall() -> None:
             for name, original in _saved.items():
                 setattr(time, name, original)
             _saved.clear()
+            _unpatch_sleeps()
             if _queued is not None:
                 _queued.close()
                 _queued = None
@@ -303,8 +360,8 @@ class RealClock:
         return _real_monotonic()
 
     def sleep(self, seconds: float) -> None:
-        """`time.sleep(seconds)`."""
-        time.sleep(seconds)
+        """`time.sleep(seconds)`, the real one."""
+        _real_sleep(seconds)
 
     async def asleep(self, seconds: float) -> None:
         """Wait `seconds` on the running loop (`replay.clock.waits.sleep`)."""

@@ -55,6 +55,15 @@ _RULES: dict[str, tuple[Severity, str]] = {
         "error",
         "the body ends after a complete event, without a transport error",
     ),
+    "resume.continues": (
+        "error",
+        "a resumed stream starts right after the event the client resumed from (its "
+        "sequence_number or numeric SSE id), repeating and skipping none",
+    ),
+    "resume.from": (
+        "warning",
+        "a client resumes from the last event it got (else the events between come twice)",
+    ),
     "jsonrpc.json": ("error", "every event's data is a JSON-RPC 2.0 message (or a batch)"),
     "jsonrpc.message": ("error", "a message is a request, a notification or a response"),
     "jsonrpc.result-or-error": ("error", "a response has exactly one of result and error"),

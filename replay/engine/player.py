@@ -137,7 +137,7 @@ class Player:
         with self.lock:
             index = self.cassette.find(wanted, among_first=self.replayable)
         if index is None:
-            return self._reconnected(wanted)
+            return self._resumed(wanted) or self._reconnected(wanted)
         injector = self._injector
         if injector is None or not injector.faults:  # the usual case, made short
             return Played(index, self._response(index, wanted))
@@ -157,6 +157,51 @@ class Player:
             interaction.response
             if renames is None
             else jsonrpc.answer(interaction.response, renames)
+        )
+
+    def _resumed(self, wanted: Request) -> Played | None:
+        """A client resuming a stream a `resume` fault dropped: the rest of that recording
+        (the latest played stream it resumes, which the fault targets)."""
+        injector = self._injector
+        if injector is None or not injector.resumes():
+            return None
+        from replay.faults import resuming
+        from replay.matching import same_but_resume
+        from replay.matching.resume import resume_point
+
+        point = resume_point(wanted)
+        if point is None:
+            return None
+        match_on = self.cassette.match_on
+
+        def same(new: Request, recorded: Request) -> bool:
+            return same_but_resume(match_on, new, recorded)
+
+        with self.lock:
+            interactions = self.cassette.interactions
+            last = self.replayable if self.replayable is not None else len(interactions)
+            played = [i for i in range(last) if self.cassette.play_counts[i]]
+        for index in reversed(played):
+            interaction = interactions[index]
+            if not any(f.applies_to(index, interaction.request) for f in injector.resumes()):
+                continue
+            rest = resuming.answer(interaction, wanted, point, same)
+            if rest is not None:
+                return Played(index, rest)
+        return None
+
+    def _unresumed(self, wanted: Request) -> str:
+        """Why a `resume` fault did not answer `wanted`, when it resumes a stream."""
+        if self._injector is None or not self._injector.resumes():
+            return ""
+        from replay.matching.resume import resume_point
+
+        point = resume_point(wanted)
+        if point is None:
+            return ""
+        return (
+            f"It resumes a stream {point}, but no stream played so far that the resume fault "
+            "targets holds that event, for this request."
         )
 
     def _reconnected(self, wanted: Request) -> Played | None:
@@ -199,6 +244,7 @@ class Player:
             hosts = {urlsplit(i.request.url).hostname for i in self.cassette.interactions}
         # Only where hosts are matched on ("replay serve" answers for any host).
         host = urlsplit(wanted.url).hostname if _matches_hosts(self.cassette) else None
+        reason = "\n".join(filter(None, [reason, self._unresumed(wanted)]))
         error = CassetteMismatchError(
             method=wanted.method,
             url=wanted.url,

@@ -18,6 +18,9 @@ and whose `describe()` says in words what it does (used in reports).
                                           at the interaction (None: always), then the recording
     rechunk(size=1 | "random", seed=)     the same bytes, other chunk boundaries
     rechunk("events")                     the same bytes, one chunk per event
+    resume(after_events=N)                the first attempt at a stream drops after N events;
+                                          the client's resume (SSE Last-Event-ID, Responses
+                                          starting_after) gets the rest of the recording
     slow(factor)                          every recorded time multiplied by `factor`
     jitter(ms, seed=)                     each chunk moved by up to ±ms, kept in order
     close(after_events=N, code=, reason=) a WebSocket conversation's server closes there
@@ -59,6 +62,7 @@ from replay.faults.types import (
     Outcome,
     Predicate,
     Rechunk,
+    Resume,
     Slow,
     Stall,
     Status,
@@ -77,6 +81,7 @@ __all__ = [
     "Jitter",
     "Outcome",
     "Rechunk",
+    "Resume",
     "Slow",
     "Stall",
     "Status",
@@ -85,6 +90,7 @@ __all__ = [
     "jitter",
     "parse",
     "rechunk",
+    "resume",
     "slow",
     "stall",
     "status",
@@ -226,6 +232,23 @@ def rechunk(
     )
 
 
+def resume(
+    *, after_events: int, index: int | None = None, where: Predicate | None = None
+) -> Resume:
+    """Drop a stream after `after_events` events and answer the client's resume from the
+    same recording: test a resume path on a cassette recorded without a drop.
+
+    The first attempt at each targeted stream that has more events than that drops there
+    (the client library's `RemoteProtocolError`, as `cut`). A request that resumes it, an
+    SSE client's with `Last-Event-ID: <id>` (the request otherwise the one that opened
+    the stream) or an OpenAI Responses client's `GET /v1/responses/{id}?stream=true&
+    starting_after=N`, is answered with the recorded headers, then the recorded events
+    after the one of that `id:` or `sequence_number`, at their recorded pace, then the
+    recorded end. The resume is answered without other faults.
+    """
+    return Resume(after_events=count(after_events, "after_events"), **_target(index, where))
+
+
 def slow(factor: float, *, index: int | None = None, where: Predicate | None = None) -> Slow:
     """Stretch every recorded time by `factor` (2: twice as slow; 0.5: twice as fast)."""
     return Slow(factor=positive(factor, "factor"), **_target(index, where))
@@ -254,6 +277,7 @@ _FACTORIES: dict[str, Callable[..., Fault]] = {
     "stall": stall,
     "status": status,
     "rechunk": rechunk,
+    "resume": resume,
     "slow": slow,
     "jitter": jitter,
     "close": close,  # (a WebSocket conversation's: `replay.faults.frames`)
@@ -334,6 +358,10 @@ class Injector:
     def injected(self) -> tuple[Fault, ...]:
         """The faults applied to at least one attempt (what is recorded gets none)."""
         return tuple(fault for fault, n in zip(self.faults, self._injected, strict=True) if n)
+
+    def resumes(self) -> tuple[Resume, ...]:
+        """The `resume` faults: they answer a resume request the cassette has no answer for."""
+        return tuple(fault for fault in self.faults if isinstance(fault, Resume))
 
     def report(self) -> list[str]:
         """The faults injected (spec and words), the attempts each interaction had, then the

@@ -27,6 +27,7 @@ __all__ = [
     "Outcome",
     "Predicate",
     "Rechunk",
+    "Resume",
     "Slow",
     "Stall",
     "Status",
@@ -169,6 +170,32 @@ class Cut(Fault):
         if self.after_bytes is not None:
             return [], {"after_bytes": self.after_bytes}
         return [], _inside({"after_events": self.after_events}, self.inside)
+
+
+@attrs.frozen(kw_only=True, repr=False)
+class Resume(Fault):
+    """The first attempt at a stream of more than `after_events` events drops after that
+    many; the client's resume (SSE `Last-Event-ID`, Responses `starting_after`) is answered
+    with the rest of the same recording (`replay.faults.resume`)."""
+
+    after_events: int
+
+    def transform(self, outcome: Outcome, attempt: int) -> Outcome:
+        response = outcome.response
+        if attempt > 0:
+            return outcome
+        ends = reshape.event_ends(response) if response.chunks else []
+        if len(ends) <= self.after_events:  # nothing left to resume (or not a stream)
+            return outcome
+        offset = ends[self.after_events - 1] if self.after_events else 0
+        stalls = tuple(b for b in outcome.stalls if b <= offset)
+        return attrs.evolve(outcome, response=reshape.cut_at(response, offset), stalls=stalls)
+
+    def _what(self) -> str:
+        return f"drop after {self.after_events} events, and answer the resume from the recording"
+
+    def _arguments(self) -> tuple[list[object], dict[str, object]]:
+        return [], {"after_events": self.after_events}
 
 
 def _within(inside: str | None) -> str:

@@ -16,6 +16,10 @@ with `event -` for a rule of the whole stream (`stream.truncated`); `--verbose` 
 occurrence below. A body that cannot be decoded at all (damaged gzip, an unknown
 Content-Encoding) is one finding, `stream.encoding`. A file that cannot be read is one line,
 `PATH: cannot read: why`, and the others are checked all the same.
+
+A stream resumed after a drop (`Last-Event-ID`, `starting_after`) is checked as its client
+assembles it, with the dropped stream's events before its own (event indices count them),
+and its numbers must continue the dropped stream's (`replay.inspect.check_resume`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from replay.dialects.realtime import check_frames
 from replay.engine.ends import CLOSED_AFTER_END_TEXT
 from replay.errors import CassetteFormatError, ReplayError
 from replay.framing.decoding import decoded_chunks
+from replay.inspect import check_resume
 from replay.model import Interaction, Response
 from replay.redact import deep_json
 from replay.store.cassette import Cassette
@@ -248,13 +253,39 @@ def check_cassette(cassette: Cassette, name: str | None = None) -> CheckResult:
         name = str(cassette.path) if cassette.path is not None else "<cassette>"
     streams = closed = 0
     findings: list[Finding] = []
-    for index, interaction in enumerate(cassette.interactions):
+    interactions = cassette.interactions
+    linked = {link.resuming: link for link in check_resume.links(interactions)}
+    dropped = {link.dropped for link in linked.values()}
+    for index, interaction in enumerate(interactions):
         if interaction.frames is None and not is_stream(interaction.response):
             continue
         streams += 1
-        findings += interaction_findings(interaction, name, index)
+        link = linked.get(index)
+        if link is None:
+            found = interaction_findings(interaction, name, index)
+        else:  # checked as its client assembles it, and its numbers as they continue
+            before = interactions[link.dropped]
+            whole = check_resume.assembled(before, interaction, link.point)
+            found = interaction_findings(whole, name, index)
+            found += findings_of(
+                name, index, check_resume.violations(before, interaction, link.point)
+            )
+        if index in dropped:  # the drop is what the linked scenario tests
+            found = [_resumed(finding) for finding in found]
+        findings += found
         closed += closed_after_end(interaction)
     return CheckResult(1, streams, findings, closed_after_end=closed)
+
+
+def _resumed(finding: Finding) -> Finding:
+    """`finding` of a stream a later request resumes: its truncation is a note."""
+    if finding.rule != "stream.truncated":
+        return finding
+    notes = [
+        attrs.evolve(v, message=f"{v.message} (a later request resumes it)", severity="note")
+        for v in finding.violations
+    ]
+    return attrs.evolve(finding, violations=notes)
 
 
 def interaction_findings(

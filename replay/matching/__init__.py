@@ -31,17 +31,36 @@ from replay.matching.keys import (
     is_json,
     json_key,
 )
+from replay.matching.resume import LAST_EVENT_ID, last_event_id
 
 if TYPE_CHECKING:
     from replay.model import Request
 
-__all__ = ["DEFAULT_MATCH_ON", "MatchIndex", "MatchOn", "Matcher", "keyed_by_request"]
+__all__ = [
+    "DEFAULT_MATCH_ON",
+    "MatchIndex",
+    "MatchOn",
+    "Matcher",
+    "answers_alike",
+    "keyed_by_request",
+    "same_but_resume",
+]
 
 MatchOn = Sequence[Matcher]
 
 #: Body included: LLM calls differ only by body, and vcrpy's default (without it) replays
-#: the wrong answer.
-DEFAULT_MATCH_ON: tuple[str, ...] = ("method", "scheme", "host", "port", "path", "query", "body")
+#: the wrong answer. `last_event_id`: a request that resumes an SSE stream is answered by the
+#: resume recorded from the same event (`replay.matching.resume`).
+DEFAULT_MATCH_ON: tuple[str, ...] = (
+    "method",
+    "scheme",
+    "host",
+    "port",
+    "path",
+    "query",
+    "body",
+    "last_event_id",
+)
 
 
 class _Bucket:
@@ -65,6 +84,7 @@ class _Plan:
 
     __slots__ = (
         "by_body",
+        "by_last_event_id",
         "by_method",
         "callables",
         "keyed_by_request",
@@ -90,9 +110,11 @@ class _Plan:
         self.request_keys = [
             REQUEST_KEYS[n] for n in self.names if n in REQUEST_KEYS and n not in ("body", "method")
         ]
+        self.by_last_event_id = "last_event_id" in self.names
         self.by_body = "body" in self.names
         self.url_keys = [URL_KEYS[n] for n in self.names if n in URL_KEYS]
-        #: Whether the key is made of the method, URL and body alone (`keyed_by_request`).
+        #: Whether the key is made of the method, URL and body alone (`keyed_by_request`),
+        #: and the Last-Event-ID header, which `answers_alike` compares too.
         self.keyed_by_request = not self.callables and "headers" not in self.names
 
 
@@ -111,9 +133,38 @@ def _plan_of(match_on: tuple[Matcher, ...]) -> _Plan:
 
 
 def keyed_by_request(match_on: MatchOn) -> bool:
-    """Whether, under `match_on`, two requests of the same method, URL and body bytes always
-    match (its keys are made of nothing else: no headers, no callables)."""
+    """Whether, under `match_on`, two requests of the same method, URL and body bytes (and
+    `Last-Event-ID` header, see `answers_alike`) always match (no other headers, no
+    callables)."""
     return _plan_of(tuple(match_on)).keyed_by_request
+
+
+def answers_alike(match_on: MatchOn, recorded: Request, request: Request) -> bool:
+    """Whether `request` matches `recorded` under `match_on` because it repeats it: the same
+    method, URL and body bytes, the same `Last-Event-ID`, and nothing else is compared."""
+    plan = _plan_of(tuple(match_on))
+    return (
+        plan.keyed_by_request
+        and recorded.body == request.body
+        and recorded.url == request.url
+        and recorded.method == request.method
+        and (not plan.by_last_event_id or last_event_id(recorded) == last_event_id(request))
+    )
+
+
+def same_but_resume(match_on: MatchOn, wanted: Request, recorded: Request) -> bool:
+    """Whether `wanted` asks what `recorded` asked under the named matchers of `match_on`
+    (its callables are not asked), but for where they resume a stream (their
+    `Last-Event-ID`): a resume of the stream `recorded` opened."""
+    import attrs
+
+    index = MatchIndex((), match_on=match_on)
+
+    def bare(request: Request) -> Request:
+        headers = tuple(p for p in request.headers if p[0].lower() != LAST_EVENT_ID)
+        return attrs.evolve(request, headers=headers)
+
+    return index.key(bare(wanted)) == index.key(bare(recorded))
 
 
 class MatchIndex:
@@ -158,6 +209,9 @@ class MatchIndex:
         self._by_request: dict[tuple[str, str, bytes], _Bucket] | None = (
             None if "headers" in self._names else {}
         )
+        # A request that resumes a stream is keyed by its Last-Event-ID too: never looked up
+        # by (method, URL, body) alone.
+        self._by_last_event_id = plan.by_last_event_id
         self._requests = list(requests)
         self._buckets: dict[tuple[object, ...], _Bucket] = {}
         self._place(self._requests, 0)
@@ -185,7 +239,9 @@ class MatchIndex:
                 bucket = buckets[key] = _Bucket(index)
             else:
                 bucket.indices.append(index)
-            if by_request is not None:
+            if by_request is not None and not (
+                self._by_last_event_id and last_event_id(request) is not None
+            ):
                 by_request[request.method, request.url, request.body] = bucket
 
     def _key(self, request: Request, *, learn: bool) -> tuple[object, ...]:
@@ -239,6 +295,8 @@ class MatchIndex:
             among_first: consider only interactions with an index below this.
         """
         by_request = self._by_request
+        if by_request is not None and self._by_last_event_id and last_event_id(request) is not None:
+            by_request = None
         bucket = (
             None
             if by_request is None

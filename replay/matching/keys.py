@@ -3,7 +3,9 @@ of that name finds them equal, but for three things: the `body` of a JSON-RPC 2.
 compared without its `id` and progress token (`replay.matching.jsonrpc`; `raw_body` compares
 the bytes), the `headers` without the values that change with every signed request
 (`SIGNED_HEADERS`: a SigV4 signature and date, botocore's invocation id), and the `path`
-with its escapes of characters a path holds as they are undone (`%3A` is `:`).
+with its escapes of characters a path holds as they are undone (`%3A` is `:`). One matcher is
+replay's own: `last_event_id`, the `Last-Event-ID` header an SSE client resumes with
+(`replay.matching.resume`).
 
 A URL's keys come from one `urlsplit`. A JSON body's key does not depend on key order,
 spacing, escapes or number forms, so every body is parsed (`json_key`): the scanner
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 from replay.matching.jsonrpc import normalised
+from replay.matching.resume import last_event_id
 from replay.redact import deep_json
 
 if TYPE_CHECKING:
@@ -253,6 +256,7 @@ REQUEST_KEYS: dict[str, Callable[[Request], object]] = {
     "body": _body,
     "raw_body": lambda request: request.body,
     "headers": lambda request: _headers(request),
+    "last_event_id": last_event_id,
 }
 
 NAMES = sorted(URL_KEYS.keys() | REQUEST_KEYS.keys())

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from replay.errors import ALREADY_PLAYED
 from replay.matching.keys import Matcher, named_keys
+from replay.matching.resume import difference
 from replay.redact.redactor import Redactor
 
 if TYPE_CHECKING:
@@ -21,6 +22,8 @@ __all__ = ["explain", "to_vcr", "vcr_matcher"]
 
 #: What a "no match" explanation shows of both requests: their redacted form.
 _SHOWN = Redactor()
+#: The "matcher" named when a request resumes a stream from another point than recorded.
+RESUME_POINT = "resume point"
 #: The "matcher" named when two requests differ only where redaction hides a value.
 _HIDDEN_VALUE = "a hidden value"
 _RECORD_AGAIN = (
@@ -48,6 +51,10 @@ def vcr_matcher(matcher: Matcher) -> Callable[[Any, Any], Any]:
 
         named.__name__ = repr(matcher)
         return named
+    if matcher == "last_event_id":  # replay's own
+        from replay.matching.resume import vcr_last_event_id
+
+        return vcr_last_event_id
     import vcr.matchers
 
     function: Callable[[Any, Any], Any] = getattr(vcr.matchers, matcher)
@@ -88,6 +95,10 @@ def explain(
     except RecursionError:  # its body matcher's `json.loads` of a body nested too deep
         failures = []  # told by the keys below, which read a body at any depth
     differences = [(name, message or "differs") for name, message in failures]
+    resumed = difference(request, recorded)
+    if resumed is not None:  # said in words, first; vcrpy's header comparison left out
+        others = [d for d in differences if d[0] != "last_event_id"]
+        differences = [(RESUME_POINT, resumed), *others]
     if not differences:  # vcrpy's matcher is looser than our key (e.g. blank query values)
         shown_keys = named_keys(names, request)
         recorded_keys = named_keys(names, recorded)

@@ -312,6 +312,11 @@ class Interaction:
     response: Response = attrs.field(validator=attrs.validators.instance_of(Response))
     frames: tuple[Frame, ...] | None = attrs.field(default=None, converter=_to_frames, kw_only=True)
 
+    def __repr__(self) -> str:
+        # A plain exchange shows as one (no `frames=None`); a conversation's frames as a count.
+        frames = "" if self.frames is None else f", frames=<{len(self.frames)} frames>"
+        return f"Interaction(request={self.request!r}, response={self.response!r}{frames})"
+
 
 def __getattr__(name: str) -> Any:
     # `TimedEvent` is made when first asked for (reading a body's events): a suite that only

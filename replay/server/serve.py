@@ -67,7 +67,7 @@ from replay.store.cassette import Cassette
 __all__ = ["SERVE_MATCH_ON", "ReplayApp", "serve"]
 
 #: What `replay serve` matches on: not scheme, host and port, which are the server's own.
-SERVE_MATCH_ON: tuple[str, ...] = ("method", "path", "query", "body")
+SERVE_MATCH_ON: tuple[str, ...] = ("method", "path", "query", "body", "last_event_id")
 
 
 #: A header name HTTP/1.1 can carry (RFC 9110 5.1: a token).

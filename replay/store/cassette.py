@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from replay.errors import ConfigurationError
-from replay.matching import DEFAULT_MATCH_ON, MatchIndex, MatchOn, keyed_by_request
+from replay.matching import DEFAULT_MATCH_ON, MatchIndex, MatchOn, answers_alike
 from replay.model import Interaction, Request
 from replay.store.file import load_interactions, save_interactions
 
@@ -139,13 +139,7 @@ class Cassette:
             return None
         if among_first is not None and first >= among_first:
             return None
-        recorded = self.interactions[first].request
-        if (
-            recorded.body == request.body
-            and recorded.url == request.url
-            and recorded.method == request.method
-            and keyed_by_request(self.match_on)
-        ):
+        if answers_alike(self.match_on, self.interactions[first].request, request):
             return first
         return None
 

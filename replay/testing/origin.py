@@ -20,17 +20,17 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, Union
 from urllib.parse import urlsplit
 
 import attrs
 
 from replay.testing.streams import anthropic_hello, chat_hello, responses_hello
 
-__all__ = ["Origin", "Script", "SeenRequest"]
+__all__ = ["Origin", "Route", "Script", "SeenRequest"]
 
 
 def _to_chunks(value: Iterable[tuple[float, bytes]]) -> tuple[tuple[float, bytes], ...]:
@@ -101,6 +101,10 @@ class SeenRequest:
         return next((value for key, value in self.headers if key.lower() == wanted), None)
 
 
+#: What answers a path: a script, or a function choosing one for each request (a server that
+#: answers a resume, `Last-Event-ID` or `starting_after`, with the rest of a stream).
+Route = Union[Script, Callable[[SeenRequest], Script]]  # noqa: UP007 - a runtime alias
+
 _NOT_FOUND = Script(
     status=404,
     headers=(("content-type", "application/json"),),
@@ -116,7 +120,7 @@ class Origin:
     routing; unknown paths get a 404 with a small JSON body.
     """
 
-    def __init__(self, routes: Mapping[str, Script] | None = None) -> None:
+    def __init__(self, routes: Mapping[str, Route] | None = None) -> None:
         if routes is None:
             routes = {
                 "/v1/responses": Script(chunks=responses_hello()),
@@ -137,13 +141,15 @@ class Origin:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def route(self, path: str, script: Script) -> None:
-        """Answer requests to exactly ``path`` (query ignored), any method, with ``script``."""
+    def route(self, path: str, script: Route) -> None:
+        """Answer requests to exactly ``path`` (query ignored), any method, with ``script``
+        (or the script it chooses for each request)."""
         self._routes[path] = script
 
-    def _script_for(self, path: str) -> Script:
-        """The script that answers ``path`` (a 404 script when no route matches)."""
-        return self._routes.get(path, _NOT_FOUND)
+    def _script_for(self, seen: SeenRequest) -> Script:
+        """The script that answers ``seen`` (a 404 script when no route matches its path)."""
+        route = self._routes.get(seen.path, _NOT_FOUND)
+        return route if isinstance(route, Script) else route(seen)
 
     def __enter__(self) -> Origin:
         if self._server is not None:
@@ -250,17 +256,16 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         body = self._read_body()
         parts = urlsplit(self.path)
-        self.server.origin.requests.append(
-            SeenRequest(
-                method=self.command,
-                path=parts.path,
-                query=parts.query,
-                headers=tuple(self.headers.items()),
-                body=body,
-                client_port=self.client_address[1],
-            )
+        seen = SeenRequest(
+            method=self.command,
+            path=parts.path,
+            query=parts.query,
+            headers=tuple(self.headers.items()),
+            body=body,
+            client_port=self.client_address[1],
         )
-        script = self.server.origin._script_for(parts.path)
+        self.server.origin.requests.append(seen)
+        script = self.server.origin._script_for(seen)
         if script.echo:
             script = attrs.evolve(
                 script,
