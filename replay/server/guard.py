@@ -78,7 +78,6 @@ def timed_protocol(timeout: float, log: Log) -> type[asyncio.Protocol]:
     class TimedH11Protocol(H11Protocol):
         _deadline: asyncio.TimerHandle | None = None
         _transport: asyncio.Transport | None = None
-        _upgraded = False
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # type: ignore[arg-type]
@@ -87,9 +86,8 @@ def timed_protocol(timeout: float, log: Log) -> type[asyncio.Protocol]:
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
-            if self._upgraded:
-                self._disarm()
-            elif self.conn.their_state in arriving:
+            upgraded = self.transport.get_protocol() is not self  # a WebSocket's now
+            if self.conn.their_state in arriving and not upgraded:
                 self._arm()  # (if not armed yet: the bound counts from the request's start)
             else:
                 self._disarm()  # all in (or refused): what follows is the answer's time
@@ -97,10 +95,6 @@ def timed_protocol(timeout: float, log: Log) -> type[asyncio.Protocol]:
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
             super().connection_lost(exc)
-
-        def handle_websocket_upgrade(self, event: h11.Request) -> None:
-            self._upgraded = True  # the request is all in: the connection is the WebSocket's
-            super().handle_websocket_upgrade(event)
 
         def _arm(self) -> None:
             if self._deadline is None:
