@@ -187,3 +187,5 @@ def test_diff_compares_two_conversations_frame_by_frame(tmp_path: Path) -> None:
     assert differs.returncode == 1, differs.stderr
     assert "← response.output_text.delta" in differs.stdout
     assert "→ response.create" in differs.stdout
+    assert "transcript (turn 2) differs:\n    A: 'one two'\n    B: 'one three'" in differs.stdout
+    assert "total            100.0    100.0" in differs.stdout  # to the last frame

@@ -24,7 +24,15 @@ from replay.dialects.common import json_object
 from replay.framing.timed_event import TimedEvent
 from replay.model.frames import Frame
 
-__all__ = ["ARROWS", "frame_data", "frame_events", "frame_lines", "frame_name", "frames_summary"]
+__all__ = [
+    "ARROWS",
+    "frame_data",
+    "frame_events",
+    "frame_lines",
+    "frame_name",
+    "frame_texts",
+    "frames_summary",
+]
 
 #: The direction of a frame, by its sender.
 ARROWS: Final = {"client": "→", "server": "←"}
@@ -67,6 +75,22 @@ def _piece(frame: Frame) -> str:
         if isinstance(value, str) and value:
             return value
     return ""
+
+
+def frame_texts(frames: Sequence[Frame]) -> dict[str, str]:
+    """What the server's responses say, joined from their deltas, per turn: `text (turn N)`
+    and `transcript (turn N)` (an audio transcript's), N counting the client's messages
+    before (0: none)."""
+    texts: dict[str, str] = {}
+    turn = 0
+    for frame in frames:
+        if frame.sender == "client":
+            turn += frame.kind in ("text", "binary")
+        elif piece := _piece(frame):
+            what = "transcript" if "transcript" in (frame.event_type or "") else "text"
+            name = f"{what} (turn {turn})"
+            texts[name] = texts.get(name, "") + piece
+    return texts
 
 
 def frame_lines(frames: Sequence[Frame], cut: Callable[[str], str]) -> list[str]:
