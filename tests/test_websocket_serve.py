@@ -196,3 +196,25 @@ def test_a_conversation_outlives_the_request_timeout(recorded: Path) -> None:
         said = _talk(server.url.replace("http://", "ws://") + PATH)
     assert [words for words, _ in said[1:]] == ["".join(answer(text)) for text in TEXTS]
     assert "408" not in server.stderr
+
+
+def test_what_a_client_left_unsent_is_logged_when_it_leaves(recorded: Path) -> None:
+    with running("serve", str(recorded), "--speed", "instant") as server:
+        said = _talk(server.url.replace("http://", "ws://") + PATH, TEXTS[:1])
+        line = server.wait_for("ended:")
+    assert said[1][0] == "".join(answer(TEXTS[0]))
+    assert "1 client frame never sent (first: response.create)" in line
+
+
+def test_the_proxy_passes_a_refused_upgrade_on_and_records_it(tmp_path: Path) -> None:
+    out = tmp_path / "refused.msgpack"
+    with RealtimeOrigin(require_key=True) as origin:
+        target = "http://" + origin.url.split("://", 1)[1].split("/", 1)[0]
+        with running("proxy", "--target", target, "-o", str(out)) as proxy:
+            with pytest.raises(InvalidStatus) as refused:
+                connect(proxy.url.replace("http://", "ws://") + PATH).close()
+            proxy.wait_for("recorded GET ws://")
+    assert refused.value.response.status_code == 401
+    [interaction] = Cassette.load(out).interactions
+    assert interaction.response.status == 401
+    assert interaction.response.body == b"no key\n"

@@ -245,7 +245,7 @@ class ReplayApp:
             await websocket.refuse(send, response.status, response.body, response.headers)
             return
         self.log(f"GET {shown} (WebSocket): interaction {played.index}, {count(frames, 'frame')}")
-        await websocket.converse(
+        conversation = await websocket.converse(
             played,
             self.player,
             request,
@@ -255,6 +255,9 @@ class ReplayApp:
             clock=self.clock,
             log=self.log,
         )
+        left = conversation.leftovers()
+        if left:
+            self.log(f"GET {shown} (WebSocket) ended: {left.describe()}")
 
     async def _take(self, request: Request, send: Send) -> Played | None:
         """What answers `request`, logged; None when it was answered already: by a 404 when
