@@ -189,3 +189,14 @@ def test_diff_compares_two_conversations_frame_by_frame(tmp_path: Path) -> None:
     assert "→ response.create" in differs.stdout
     assert "transcript (turn 2) differs:\n    A: 'one two'\n    B: 'one three'" in differs.stdout
     assert "total            100.0    100.0" in differs.stdout  # to the last frame
+
+
+def test_report_draws_a_conversation_with_its_frames_as_events(tmp_path: Path) -> None:
+    path = _cassette(tmp_path / "rt.msgpack", _frames(_realtime_events()))
+    page = tmp_path / "rt.html"
+    written = replay_text("report", str(path), "-o", str(page))
+    assert written.returncode == 0, written.stderr
+    html = page.read_text()
+    assert "<td>101</td><td>realtime</td><td>11</td>" in html  # status, dialect, frames
+    assert 'data-type="← response.output_text.delta"' in html
+    assert 'data-type="→ response.create"' in html
