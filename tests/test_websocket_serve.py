@@ -218,3 +218,27 @@ def test_the_proxy_passes_a_refused_upgrade_on_and_records_it(tmp_path: Path) ->
     [interaction] = Cassette.load(out).interactions
     assert interaction.response.status == 401
     assert interaction.response.body == b"no key\n"
+
+
+def test_the_openai_realtime_client_replays_through_serve(tmp_path: Path) -> None:
+    openai = pytest.importorskip("openai")
+    import asyncio
+
+    async def talk(base_url: str) -> list[str]:
+        client = openai.AsyncOpenAI(base_url=base_url, api_key=KEY)
+        seen = []
+        async with client.realtime.connect(model="gpt-realtime") as connection:
+            await connection.response.create(response={"instructions": "hi sdk"})
+            async for event in connection:
+                seen.append(event.type)
+                if event.type == "response.done":
+                    break
+        return seen
+
+    path = tmp_path / "sdk.msgpack"
+    with RealtimeOrigin(delay=0.01) as origin, replay.use_cassette(path):
+        live = asyncio.run(talk(origin.url.split("/v1/")[0].replace("ws://", "http://") + "/v1"))
+    with running("serve", str(path), "--speed", "instant") as server:
+        replayed = asyncio.run(asyncio.wait_for(talk(server.url + "/v1"), 20))
+    assert replayed == live
+    assert live[-1] == "response.done"
