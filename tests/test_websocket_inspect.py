@@ -200,3 +200,16 @@ def test_report_draws_a_conversation_with_its_frames_as_events(tmp_path: Path) -
     assert "<td>101</td><td>realtime</td><td>11</td>" in html  # status, dialect, frames
     assert 'data-type="← response.output_text.delta"' in html
     assert 'data-type="→ response.create"' in html
+
+
+def test_texts_join_text_and_transcript_deltas_never_audio() -> None:
+    from replay.inspect.frames_view import frame_lines, frame_texts
+
+    audio = {"type": "response.output_audio.delta", "response_id": "resp_1", "delta": "UklGRg=="}
+    events = _realtime_events(("a b",))
+    events.insert(-1, ("server", audio))
+    frames = _frames(events)
+    assert frame_texts(frames) == {"text (turn 2)": "ab", "transcript (turn 2)": "a b"}
+    [line] = [line for line in frame_lines(frames, str) if "output_audio.delta" in line]
+    assert '"UklGRg=="  {' not in line  # the payload is shown, but as no text piece
+    assert _rules(frames) == set()

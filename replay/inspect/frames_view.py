@@ -37,9 +37,6 @@ __all__ = [
 #: The direction of a frame, by its sender.
 ARROWS: Final = {"client": "→", "server": "←"}
 
-#: The fields of an event whose text value is a piece of what a response says.
-_PIECES: Final = ("delta", "transcript")
-
 
 def frame_name(frame: Frame) -> str:
     """The frame's direction and what it is: `→ response.create`, `← binary`, `← close`."""
@@ -66,28 +63,28 @@ def frame_events(frames: Sequence[Frame]) -> list[TimedEvent]:
 
 
 def _piece(frame: Frame) -> str:
-    """What a delta (or transcript) event adds to what a response says, else ""."""
-    payload = json_object(frame.text) if frame.kind == "text" else None
-    if payload is None:
+    """What a delta event adds to what a response says (text, a transcript, a tool call's
+    arguments), else "" (an audio delta's base64 is no text)."""
+    kind = frame.event_type or ""
+    if not kind.endswith(".delta") or kind.endswith("audio.delta"):
         return ""
-    for field in _PIECES:
-        value = payload.get(field)
-        if isinstance(value, str) and value:
-            return value
-    return ""
+    payload = json_object(frame.text)
+    value = None if payload is None else payload.get("delta")
+    return value if isinstance(value, str) else ""
 
 
 def frame_texts(frames: Sequence[Frame]) -> dict[str, str]:
-    """What the server's responses say, joined from their deltas, per turn: `text (turn N)`
-    and `transcript (turn N)` (an audio transcript's), N counting the client's messages
-    before (0: none)."""
+    """What the server's responses say, joined from their deltas, per turn: `text (turn N)`,
+    `transcript (turn N)` (an audio transcript's), `arguments (turn N)` (a tool call's), N
+    counting the client's messages before (0: none)."""
     texts: dict[str, str] = {}
     turn = 0
     for frame in frames:
         if frame.sender == "client":
             turn += frame.kind in ("text", "binary")
         elif piece := _piece(frame):
-            what = "transcript" if "transcript" in (frame.event_type or "") else "text"
+            kind = frame.event_type or ""
+            what = next((w for w in ("transcript", "arguments") if w in kind), "text")
             name = f"{what} (turn {turn})"
             texts[name] = texts.get(name, "") + piece
     return texts
