@@ -242,3 +242,17 @@ def test_the_openai_realtime_client_replays_through_serve(tmp_path: Path) -> Non
         replayed = asyncio.run(asyncio.wait_for(talk(server.url + "/v1"), 20))
     assert replayed == live
     assert live[-1] == "response.done"
+
+
+def test_a_cut_fault_spec_closes_with_1011_after_its_messages(recorded: Path) -> None:
+    cut = ("--fault", "cut(after_events=2)")
+    with running("serve", str(recorded), "--speed", "instant", *cut) as server:  # noqa: SIM117
+        with connect(server.url.replace("http://", "ws://") + PATH) as ws:
+            ws.recv()
+            ws.send(_create(TEXTS[0]))
+            got = json.loads(ws.recv())["type"]
+            with pytest.raises(ConnectionClosedError) as closed:
+                ws.recv()
+    assert got == "response.created"
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1011
