@@ -66,27 +66,17 @@ class ReplayError(Exception):
 
 
 def raise_bare(error: BaseException) -> NoReturn:
-    """Raise `error` from a frame that holds nothing else.
-
-    A test report shows the arguments of the frame an error was raised in (pytest does, even
-    in its default style): raised from here, that is the error alone, whose message is
-    redacted, never the raw request it is about. (So this frame stays in the report, where
-    the frames between the client and here are left out: `hide_for_replay_errors`.)
-    """
+    """Raise `error` from a frame that holds nothing else: the frame a test report shows with
+    its arguments, the redacted error alone (those before it: `hide_for_replay_errors`)."""
     raise error
 
 
 def hide_for_replay_errors(excinfo: Any) -> bool:
-    """Whether pytest leaves a frame of replay's out of a test's traceback: its
-    `__tracebackhide__` in each frame a request passes through (the patched transports, the
-    adapters, the session, the player), called with the error's `ExceptionInfo`.
-
-    Hidden when the error is replay's own, whose message says all it knows (redacted): the
-    frames would only add the request as sent, secrets and all, to a `--tb=long` or
-    `--showlocals` report. Any other error (a bug, the client's own) shows them, to find
-    where it came from. A hidden frame never raises a replay error itself: pytest would show
-    the client's frame below it in full instead; `raise_bare` raises them.
-    """
+    """Whether pytest leaves a frame of replay's out of a test's traceback (the
+    `__tracebackhide__` of each frame a request passes through, given the `ExceptionInfo`):
+    when the error is replay's own, whose message says all it knows (redacted), where the
+    frames would add the request as sent, secrets and all. Any other error (a bug) shows
+    them. A hidden frame never raises a replay error itself: `raise_bare` does."""
     return isinstance(getattr(excinfo, "value", None), ReplayError)
 
 
@@ -166,6 +156,8 @@ class AdviceWording(Protocol):
     def repeat(self) -> str: ...
     @property
     def ignore_host(self) -> str: ...
+    @property
+    def rewrite(self) -> str: ...
 
 
 class LibraryAdvice:
@@ -175,6 +167,8 @@ class LibraryAdvice:
     record: Final = "use record_mode='new_episodes' (or 'all' to record everything again)"
     repeat: Final = "allow_playback_repeats=True lets it answer again"
     ignore_host: Final = "ignore_hosts=[{host!r}]"
+    rewrite: Final = "delete the cassette and record it again (record_mode='new_episodes' \
+would add it beside the stale one, which no run then plays)"
 
 
 _LIBRARY_ADVICE: AdviceWording = LibraryAdvice()
@@ -205,28 +199,23 @@ class CassetteMismatchError(ReplayError, LookupError):
         unseen_host: str | None = None,
         advice: AdviceWording = _LIBRARY_ADVICE,
     ) -> None:
-        self.method = method
-        self.url = url
+        self.method, self.url, self.record_mode, self.nearest = method, url, record_mode, nearest
         self.cassette_path = None if cassette_path is None else Path(cassette_path)
-        self.record_mode = record_mode
-        self.nearest = nearest
         self.differences = tuple(differences)
-        where = (
-            "the in-memory cassette"
-            if cassette_path is None
-            else f"cassette {str(cassette_path)!r}"
-        )
+        where = _where(cassette_path)
         lines = [f"{method} {self.url} has no match in {where} (record mode {record_mode!r})"]
+        if reason:  # first: a missing file is the cause of all that follows
+            lines.append(reason)
         #: The request's host, when the cassette holds no request to it at all.
         self.unseen_host = unseen_host
+        #: Whether the nearest recorded request differs in its body alone: a stale recording.
+        self.body_only = bool(differences) and {n for n, _ in differences} <= {"body", "raw_body"}
         if unseen_host is not None:
             lines.append(
                 f"The cassette holds no request to {unseen_host} at all. If this is a "
                 "library's background request (telemetry, a model-cost map, a local "
                 f"service), let it go live with {advice.ignore_host.format(host=unseen_host)}."
             )
-        if reason:
-            lines.append(reason)
         if nearest is None:
             lines.append("The cassette has no recorded interactions.")
         else:
@@ -238,7 +227,13 @@ class CassetteMismatchError(ReplayError, LookupError):
                 else:
                     lines.append(f"  {name} differs: {how_lines[0]}")
                 lines.extend(f"    {line}" for line in how_lines[1:])
-        lines.append(f"To record it, {advice.record}.")
+        if self.body_only:
+            lines.append(
+                "Only the body differs: the recording is stale (the request changed since). "
+                f"To record it again, {advice.rewrite}."
+            )
+        else:
+            lines.append(f"To record it, {advice.record}.")
         super().__init__("\n".join(lines))
 
 
@@ -297,8 +292,7 @@ class DecodingError(ReplayError, ValueError):
     """A body whose Content-Encoding replay cannot undo: unknown, damaged, or too large."""
 
     def __init__(self, encoding: str, problem: str) -> None:
-        self.encoding = encoding
-        self.problem = problem
+        self.encoding, self.problem = encoding, problem
         super().__init__(f"cannot decode a body with content-encoding {encoding!r}: {problem}")
 
 
@@ -311,11 +305,9 @@ class DecoderMissingError(DecodingError):
     """The package that decodes this Content-Encoding (an optional extra) is not installed."""
 
     def __init__(self, encoding: str, package: str, extra: str) -> None:
-        self.package = package
-        self.extra = extra
+        self.package, self.extra = package, extra
         super().__init__(
-            encoding,
-            f"the {package!r} package is not installed ({install_hint(extra)})",
+            encoding, f"the {package!r} package is not installed ({install_hint(extra)})"
         )
 
 
@@ -343,23 +335,31 @@ class NetworkBlockedError(ReplayError, ConnectionError):
             `host:port` for a raw socket connection.
         library: for a raw connection, the library that opened it (one replay does not
             route through cassettes), if it could be told.
+        cassette: the cassette that was recording the request, if one was.
     """
 
-    def __init__(self, *, method: str, url: str, library: str | None = None) -> None:
-        self.method = method
-        self.url = url
-        self.library = library
+    def __init__(
+        self, *, method: str, url: str, library: str | None = None, cassette: str | None = None
+    ) -> None:
+        self.method, self.url, self.library, self.cassette = method, url, library, cassette
         by = ""
         if library is not None:
             by = (
                 f" The connection was opened by {library}, which replay does not route "
                 "through cassettes (see the README's 'Which clients' table)."
             )
+        fix = (
+            f", and cassette {cassette!r} was recording it (its record mode records what it "
+            "cannot replay). Record it once with the network open (without --block-network, or "
+            "with its host allowed: "
+            if cassette is not None  # a test that has its cassette: recording needs the network
+            else " and no cassette answered it." + by + " Record it in a cassette (use_cassette"
+            " / @pytest.mark.use_cassette), or allow its host ("
+        )
         super().__init__(
-            f"{method} {self.url} was refused: the network is blocked and no cassette "
-            "answered it." + by + " Record it in a cassette (use_cassette / "
-            "@pytest.mark.use_cassette), or allow its host (replay_allowed_hosts; replay run / "
-            "record: --allow-host)."
+            f"{method} {self.url} was refused: the network is blocked{fix}"
+            "replay_allowed_hosts; replay run / record: --allow-host)"
+            + (", then replay it blocked." if cassette is not None else ".")
         )
 
 

@@ -365,7 +365,7 @@ def test_convert_command_reports_what_it_did(recorded: Path, tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
-        ("in.yaml", None, "replay: error: [Errno 2] No such file or directory"),
+        ("in.yaml", None, "replay: error: {directory}/in.yaml: no such file or directory"),
         ("in.yaml", "- a\n", "replay: error: cannot read cassette "),
         ("in.txt", "", "replay: error: cannot tell the format of "),
     ],
@@ -378,8 +378,9 @@ def test_convert_errors_are_one_line(
         (tmp_path / name).write_text(content)
     result = run_replay("convert", str(tmp_path / name), str(tmp_path / "out.msgpack"))
     assert result.returncode == 1
-    assert result.stderr.startswith(message)
+    assert result.stderr.startswith(message.format(directory=tmp_path))
     assert result.stderr.count("\n") == 1
+    assert "Convert it first" not in result.stderr  # (it is converting)
     assert "Traceback" not in result.stderr
 
 

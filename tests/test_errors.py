@@ -66,8 +66,8 @@ def test_advice_is_an_immutable_value() -> None:
     assert hash(Advice()) == hash(Advice())
     assert Advice() != COMMAND_ADVICE
     assert pickle.loads(pickle.dumps(COMMAND_ADVICE)) == COMMAND_ADVICE
-    assert repr(Advice(record="r", repeat="p", ignore_host="h")) == (
-        "Advice(record='r', repeat='p', ignore_host='h')"
+    assert repr(Advice(record="r", repeat="p", ignore_host="h", rewrite="w")) == (
+        "Advice(record='r', repeat='p', ignore_host='h', rewrite='w')"
     )
     with pytest.raises(AttributeError):
         COMMAND_ADVICE.record = "x"

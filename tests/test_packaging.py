@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.metadata
 
+import pytest
+
 import replay
 from replay.errors import DISTRIBUTION, install_hint
 
@@ -30,3 +32,21 @@ def test_every_public_name_resolves() -> None:
     for name in replay.__all__:
         assert getattr(replay, name) is not None, name
     assert set(replay.__all__) <= set(dir(replay))
+
+
+def test_the_test_extra_leaves_pytest_recording_out() -> None:
+    # pytest-recording's `--block-network` blocks loopback, and it loads in every run of the
+    # environment it is installed in: it has an extra of its own, for the tests of the two
+    # plugins side by side (CI installs it; .ci/run).
+    requires = importlib.metadata.distribution(DISTRIBUTION).requires or []
+    by_extra = {
+        requirement.split(";")[0].strip(): requirement.partition("extra == ")[2].strip("'\" ")
+        for requirement in requires
+    }
+    assert by_extra["pytest-recording>=0.13"] == "coexist"
+    assert any(extra == "test" for extra in by_extra.values())
+
+
+def test_this_suite_never_loads_pytest_recording_itself(pytestconfig: pytest.Config) -> None:
+    assert not pytestconfig.pluginmanager.has_plugin("recording")
+    assert pytestconfig.pluginmanager.is_blocked("recording")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import replay
-from replay.plugin.run import selector
+from replay.plugin.failure import selector
 from replay.testing import Origin, Script, responses_hello
 
 pytest_plugins = ["pytester"]
@@ -23,7 +24,7 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     outer suite's warning filters would apply, and pytester's restoring of sys.modules
     leaves httpx mapping exceptions of an httpcore that is gone.
 
-    pytest-recording (installed with the test extras) is left out: its own
+    pytest-recording (the `coexist` extra), where installed, is left out: its own
     `--block-network` blocks loopback too. The tests of the two together load it."""
     return pytester.runpytest_subprocess("-p", "no:recording", *args, timeout=120)
 
@@ -324,7 +325,7 @@ def test_mismatch_failure_names_request_cassette_nearest_and_command(
             "*Nearest recorded request: POST*/v1/responses*",
             "*body differs*",
             "*a different prompt*",
-            "*pytest --record-mode=new_episodes*test_llm.py::test_hello*",
+            "*pytest --record-mode=rewrite*test_llm.py::test_hello*",  # (a stale recording)
         ]
     )
 
@@ -353,7 +354,10 @@ def test_unplayed_interactions_are_listed_and_strict_fails_the_run(
     result.assert_outcomes(passed=1)
     assert result.ret == 0
     result.stdout.fnmatch_lines(
-        ["unplayed interactions: 1", "  cassettes/test_llm/test_hello.msgpack: POST */v1/responses"]
+        [
+            "unplayed interactions: 1",
+            '  cassettes/test_llm/test_hello.msgpack #1 POST */v1/responses {"input":"two"}',
+        ]
     )
     strict.assert_outcomes(passed=1)
     assert strict.ret == pytest.ExitCode.TESTS_FAILED
@@ -584,6 +588,15 @@ BOTH = (
 )
 
 
+#: The tests of pytest-recording and replay side by side: pytest-recording comes with the
+#: `coexist` extra (CI installs it), not with `test`.
+NEEDS_PYTEST_RECORDING = pytest.mark.skipif(
+    importlib.util.find_spec("pytest_recording") is None,
+    reason="pytest-recording is not installed: pip install -e '.[test,coexist]'",
+)
+
+
+@NEEDS_PYTEST_RECORDING
 @pytest.mark.parametrize(
     ("environment", "plugins"),
     [

@@ -25,7 +25,7 @@ def test_a_file_is_judged_on_what_all_its_sessions_played() -> None:
         # all.msgpack: played in full.
         SessionRecord("all.msgpack", "t::e", replayed=1, loaded=1),
     )
-    assert log.unplayed() == {"half.msgpack": ["GET /b"]}
+    assert log.unplayed() == {"half.msgpack": ["#1 GET /b"]}
     assert log.users("half.msgpack") == ["t::c", "t::d"]
 
 
@@ -49,12 +49,14 @@ def test_summary_lines_count_cassettes_plays_files_and_what_is_left() -> None:
         "files written: 1",
         "  b.msgpack",
         "unplayed interactions: 1",
-        "  a.msgpack: POST /x",
+        "  a.msgpack #2 POST /x",
     ]
 
 
 def test_a_record_survives_the_trip_through_plain_data() -> None:
-    record = SessionRecord("a.msgpack", "t::a", 1, 2, True, 3, ((0, "GET /"),), False)
+    record = SessionRecord(
+        "a.msgpack", "t::a", 1, 2, True, 3, ((0, "GET /", "k0"),), False, ("k1",)
+    )
     data = record.to_dict()
     assert data == {
         "path": "a.msgpack",
@@ -63,7 +65,29 @@ def test_a_record_survives_the_trip_through_plain_data() -> None:
         "recorded": 2,
         "saved": True,
         "loaded": 3,
-        "unplayed": ((0, "GET /"),),
+        "unplayed": ((0, "GET /", "k0"),),
         "judged": False,
+        "fresh": ("k1",),
     }
-    assert SessionRecord.from_dict({**data, "unplayed": [[0, "GET /"]]}) == record
+    plain = {**data, "unplayed": [[0, "GET /", "k0"]], "fresh": ["k1"]}  # (as xdist gives it)
+    assert SessionRecord.from_dict(plain) == record
+
+
+def test_what_the_run_recorded_is_not_unplayed() -> None:
+    # Six tests share a cassette that the run records: each loads what the ones before it
+    # recorded, plays none of it, and records its own.
+    records = [
+        SessionRecord(
+            "shared.msgpack",
+            f"t::a[{n}]",
+            recorded=1,
+            loaded=n,
+            unplayed=tuple((i, f"POST /x {{'n': {i}}}", f"k{i}") for i in range(n)),
+            fresh=(f"k{n}",),
+        )
+        for n in range(6)
+    ]
+    assert _log(*records).unplayed() == {}
+    # A stale interaction no test recorded again is still listed, with its index and body.
+    stale = SessionRecord("shared.msgpack", "t::b", loaded=7, unplayed=((6, "POST /x {}", "old"),))
+    assert _log(*records, stale).unplayed() == {"shared.msgpack": ["#6 POST /x {}"]}

@@ -61,8 +61,9 @@ PYTEST_MODULES = (
     "Virtual time #1",
 )
 PYTEST_COMMANDS = "In pytest #2"
-#: The project's ini: the README's async tests assume a plugin set to run them.
-PYTEST_INI = "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
+#: The project's ini: empty, as a reader's project may be (the README's async tests carry
+#: pytest-asyncio's mark, as printed).
+PYTEST_INI = "[pytest]\n"
 
 #: The shell block that records (`replay record`, then `replay run`), with the origin up;
 #: then the others, in this order in the same directory, each after its setup, offline.
@@ -342,8 +343,9 @@ def test_the_test_blocks_pass_when_recording_and_when_replaying(
 
 
 def run_pytest(pytester: pytest.Pytester, *args: str, passed: int) -> None:
-    """Run pytest in a subprocess; every test must pass. pytest-recording, a test extra
-    here that the README's reader may not have, is left out (it shares replay's flags)."""
+    """Run pytest in a subprocess; every test must pass. pytest-recording (the `coexist`
+    extra), which the README's reader may not have, is left out where installed (it shares
+    replay's flags)."""
     result = pytester.runpytest_subprocess("-p", "no:recording", *args, timeout=TIMEOUT)
     result.assert_outcomes(passed=passed)
 

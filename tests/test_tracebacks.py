@@ -4,8 +4,9 @@ pytest's `--tb=long` prints every frame's arguments, and `--showlocals` every lo
 request as sent, secrets and all, sits in the frames it passes through. Replay's own frames on
 that path are left out of the report (`replay.errors.hide_for_replay_errors`), the one that
 raises holds the redacted error alone (`raise_bare`), and the reprs of replay's values show
-no value that may be a secret. The client library's own frames are its own: they show what
-the test passed them (the README's Redaction section says so).
+no value that may be a secret. The client library's frames a replay error crossed are left
+out of its report too (`replay.plugin.failure.replay_first`): they would show what the test
+passed them.
 """
 
 from __future__ import annotations
@@ -108,11 +109,12 @@ def test_long_tracebacks_with_locals_show_no_secret_through_replay(
     assert origin.requests == []
     found = frames(result.stdout.str())
     files = {path: (pytester.path / path).resolve() for path, _ in found if path}
-    # The client library's own frames show what the test passed them; no other line does:
-    # none of replay's (its frames, its error, its report section), none of pytest's summary.
+    # No line shows a secret: not replay's (its frames, its error, its report section), not
+    # pytest's summary, and no client library frame: the report of a replay error leaves
+    # them out (the test's frames, then the one replay raised it in).
     showing = {path for path, lines in found for line in lines if SECRET in line or KEY in line}
-    assert [path for path in showing if not (path and is_client(files[path]))] == []
-    assert any(path and is_client(files[path]) for path, _ in found)  # (they are in the report)
+    assert showing == set()
+    assert not any(path and is_client(files[path]) for path, _ in found)
     # Replay shows one frame a test: the one raising its error, which holds that error alone.
     from_replay = [lines[-1] for path, lines in found if path and is_replay(files[path])]
     assert len(from_replay) == len(TESTS)

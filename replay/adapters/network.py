@@ -46,6 +46,7 @@ from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 from replay.adapters import patch, reuse
+from replay.adapters.routes import routers_here
 from replay.errors import (
     ConfigurationError,
     NetworkBlockedError,
@@ -108,7 +109,12 @@ class _Guard:
         url = str(request.url)
         host = urlsplit(url).hostname
         if not is_allowed(host, self.allowed_hosts):
-            _refuse(NetworkBlockedError(method=request.method, url=_shown(url)))
+            # (sent by a session recording it: its own, not a host it lets go live)
+            sessions: list[Any] = [r for r in routers_here() if hasattr(r, "ignores")]
+            cassette = (
+                str(sessions[-1].path) if sessions and not sessions[-1].ignores(url) else None
+            )
+            _refuse(NetworkBlockedError(method=request.method, url=_shown(url), cassette=cassette))
 
     def handle(self, request: Any, send: patch.Send) -> Any:
         """Send an allowed request; refuse the rest."""

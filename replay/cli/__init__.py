@@ -1,7 +1,7 @@
 """The `replay` command. Thin: parses arguments, calls the library, prints.
 
-Errors of the library become one line on stderr and exit status 1; usage errors are one
-line too (then the usage of the verb concerned), with exit status 2; `--debug` shows the
+Errors (the library's, a missing file) become one line on stderr and exit status 1; usage
+errors are one line too, naming the verb's `--help`, with exit status 2; `--debug` shows the
 traceback instead. A closed stdout (`replay show C | head`) ends the command quietly. Each
 family of verbs has its module here (`_record_run`, `_show_play`, `_convert`, `_report`,
 `_check_diff_synth`, `_serve_proxy`, `_demo`): its parsers and its handlers; this one puts
@@ -29,8 +29,8 @@ from replay.cli import (
     _serve_proxy,
     _show_play,
 )
-from replay.cli._args import Command, formatter
-from replay.errors import ReplayError
+from replay.cli._args import Command, convert_hint, formatter, usage_error
+from replay.errors import CassetteFormatError, ReplayError
 
 __all__ = ["main"]
 
@@ -99,15 +99,16 @@ class _Parser(argparse.ArgumentParser):
             typed = message.split("invalid choice: ", 1)[1].split(" ", 1)[0].strip("'")
             near = difflib.get_close_matches(typed, _COMMANDS, n=1)
             message = f"unknown verb {typed!r}" + (f": did you mean {near[0]!r}?" if near else "")
-        sys.stderr.write(f"replay: error: {message}\n")
-        self.print_usage(sys.stderr)
-        sys.exit(2)
+        usage_error(f"{message} (see {self.prog} --help)")
 
 
 def _parser() -> _Parser:
     parser = _Parser(
         prog="replay",
-        description="Record and replay streaming HTTP (Server-Sent Events) with its timing.",
+        description="Record and replay streaming HTTP (Server-Sent Events) with its timing: "
+        "httpx, httpx2, aiohttp, requests, urllib3 and http.client clients (the openai, "
+        "anthropic, google-genai and boto3 SDKs through them), and any client through "
+        "replay proxy.",
         epilog=_epilog(),
         formatter_class=formatter,
     )
@@ -145,11 +146,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ReplayError, OSError) as error:
         if args.debug:
             raise
-        message = str(error).splitlines()[0] if str(error) else type(error).__name__
-        print(f"replay: error: {message}", file=sys.stderr)
+        print(f"replay: error: {_one_line(error, hint=args.verb != 'convert')}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _one_line(error: BaseException, *, hint: bool = True) -> str:
+    """An error as the one line the command prints: a file's OSError as "PATH: what", a
+    cassette of a text format with the command that converts it (if `hint`)."""
+    if isinstance(error, OSError) and not isinstance(error, ReplayError) and error.filename:
+        return f"{error.filename}: {(error.strerror or type(error).__name__).lower()}"
+    message = str(error).splitlines()[0] if str(error) else type(error).__name__
+    shown = not hint or "Convert it first" in message
+    if isinstance(error, CassetteFormatError) and error.path is not None and not shown:
+        message += convert_hint(error.path)
+    return message
 
 
 def _parse(arguments: list[str]) -> argparse.Namespace:

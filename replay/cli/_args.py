@@ -4,9 +4,10 @@ several verbs take (`--fault`, the program after `--`), and the type of a verb's
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 if TYPE_CHECKING:
     from replay.store.cassette import Cassette
@@ -17,10 +18,15 @@ __all__ = [
     "add_command_args",
     "add_fault_option",
     "command_of",
+    "convert_hint",
     "formatter",
     "load_cassette",
+    "usage_error",
     "verb",
 ]
+
+#: The help of a CASSETTE argument.
+CASSETTE_HELP = "a replay cassette (.msgpack; a vcrpy YAML or JSON one: replay convert it first)"
 
 Command: TypeAlias = Callable[[argparse.Namespace], int]
 # A string: argparse's action class cannot be subscripted at run time.
@@ -62,8 +68,27 @@ def command_of(args: argparse.Namespace) -> list[str]:
     """The program to run, as given after `--`; exits with a usage error when there is none."""
     command = list(args.command)
     if not command:
-        raise SystemExit(f"replay: error: {args.verb}: no command given: add -- CMD [ARGS...]")
+        usage_error(f"{args.verb}: no command given: add -- CMD [ARGS...]")
     return command
+
+
+def usage_error(message: str) -> NoReturn:
+    """Exit on a usage error, as every verb does: one line on stderr, exit status 2."""
+    sys.stderr.write(f"replay: error: {message}\n")
+    sys.exit(2)
+
+
+def convert_hint(path: Path) -> str:
+    """For a file of a text format (vcrpy YAML, JSON, gzipped or not), "; ...Convert it
+    first: replay convert PATH PATH.msgpack"; else ""."""
+    plain = path.name.lower().removesuffix(".gz")
+    if not plain.endswith((".yaml", ".yml", ".json")):
+        return ""
+    target = Path(str(path)[: -len(".gz")] if path.name.endswith(".gz") else path)
+    return (
+        "; a vcrpy or JSON cassette? Convert it first: "
+        f"replay convert {path} {target.with_suffix('.msgpack')}"
+    )
 
 
 def add_fault_option(parser: argparse.ArgumentParser) -> None:
@@ -109,12 +134,7 @@ def load_cassette(path: Path) -> Cassette:
     try:
         return Cassette.load(path)
     except CassetteFormatError as error:
-        plain = path.name.lower().removesuffix(".gz")
-        if not plain.endswith((".yaml", ".yml", ".json")):
+        hint = convert_hint(path)
+        if not hint:
             raise
-        target = Path(str(path)[: -len(".gz")] if path.name.endswith(".gz") else path)
-        raise CassetteFormatError(
-            path,
-            f"{error.problem}; a vcrpy or JSON cassette? Convert it first: "
-            f"replay convert {path} {target.with_suffix('.msgpack')}",
-        ) from None
+        raise CassetteFormatError(path, error.problem + hint) from None

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from replay.cli._args import Command, Verbs, verb
+from replay.cli._args import CASSETTE_HELP, Command, Verbs, convert_hint, verb
 
 __all__ = ["COMMANDS", "add_verbs"]
 
@@ -36,7 +36,7 @@ def _add_check(verbs: Verbs) -> None:
         "when every cassette was read and nothing worse than a note was found, 1 otherwise.",
         "replay check cassettes/*.msgpack",
     )
-    check.add_argument("cassettes", type=Path, nargs="+", metavar="CASSETTE")
+    check.add_argument("cassettes", type=Path, nargs="+", metavar="CASSETTE", help=CASSETTE_HELP)
     check.add_argument(
         "-v", "--verbose", action="store_true", help="list every occurrence of each finding"
     )
@@ -55,8 +55,8 @@ def _add_diff(verbs: Verbs) -> None:
         "status: 0 when only the timing differs (or nothing), 1 when anything else does.",
         "replay diff cassettes/old.msgpack cassettes/new.msgpack",
     )
-    diff.add_argument("a", type=Path, metavar="A")
-    diff.add_argument("b", type=Path, metavar="B")
+    diff.add_argument("a", type=Path, metavar="A", help="the cassette before")
+    diff.add_argument("b", type=Path, metavar="B", help="the cassette after")
     diff.add_argument(
         "--exact", action="store_true", help="compare event data byte for byte, ids included"
     )
@@ -100,9 +100,16 @@ def _add_synth(verbs: Verbs) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from replay.inspect.check import check_files
+    import attrs
+
+    from replay.inspect.check import Unreadable, check_files
 
     result = check_files(args.cassettes)
+    hinted = [
+        Unreadable(u.cassette, u.problem + convert_hint(Path(u.cassette)))
+        for u in result.unreadable
+    ]
+    result = attrs.evolve(result, unreadable=hinted)
     sys.stdout.buffer.write(result.report(verbose=args.verbose).encode("utf-8"))
     sys.stdout.flush()
     return 0 if result.ok else 1

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from replay.cli._args import (
+    CASSETTE_HELP,
     Command,
     Verbs,
     add_command_args,
@@ -18,14 +19,21 @@ from replay.cli._args import (
 __all__ = ["COMMANDS", "add_verbs"]
 
 
+#: The client libraries whose requests a session serves (the README's "Which clients").
+CLIENTS = (
+    "httpx, httpx2, httpcore, aiohttp, requests, urllib3 or http.client (urllib.request; the "
+    "openai, anthropic, google-genai and boto3 SDKs through these)"
+)
+
+
 def add_verbs(verbs: Verbs) -> None:
     """Add the parsers of `record` and `run`."""
     record = verb(
         verbs,
         "record",
-        "run a Python program and record its httpx/httpx2 traffic",
-        "Run CMD (a Python program, unmodified) and record every httpx and httpx2 request it "
-        "makes into OUT, with each chunk's timing. Secrets are redacted. The program's exit "
+        "run a Python program and record its HTTP traffic",
+        "Run CMD (a Python program, unmodified) and record every request it makes through "
+        f"{CLIENTS} into OUT, with each chunk's timing. Secrets are redacted. The program's exit "
         "status is passed through. What a killed run left beside OUT, the next record into "
         "OUT merges. With --block-network, every connection to a host but loopback (or the "
         "--allow-host ones) fails in the program with NetworkBlockedError, said on stderr.",
@@ -46,16 +54,16 @@ def add_verbs(verbs: Verbs) -> None:
         verbs,
         "run",
         "run a Python program with its traffic served from a cassette",
-        "Run CMD with every httpx, httpx2, httpcore, requests and aiohttp request answered "
+        f"Run CMD with every request it makes through {CLIENTS} answered "
         "from CASSETTE: offline regression from the command line. With --mode none "
         "(default) it never touches the network: a request the cassette cannot answer "
-        "fails in the program, and any other connection (urllib, http.client, urllib3 "
-        "alone, raw sockets, in CMD and in the Python processes it starts) fails with "
+        "fails in the program, and any other connection (http.client's low-level calls, "
+        "raw sockets, in CMD and in the Python processes it starts) fails with "
         "NetworkBlockedError, said on stderr as it happens; loopback too, unless "
         "--allow-host or --ignore-host/--ignore-localhost lets it through.",
         "replay run cassettes/app.msgpack --speed 10x -- python app.py",
     )
-    run.add_argument("cassette", type=Path, metavar="CASSETTE")
+    run.add_argument("cassette", type=Path, metavar="CASSETTE", help=CASSETTE_HELP)
     run.add_argument(
         "--mode",
         choices=("none", "once", "new_episodes"),

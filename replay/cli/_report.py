@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from replay.cli._args import Command, Verbs, load_cassette, verb
+from replay.cli._args import CASSETTE_HELP, Command, Verbs, load_cassette, verb
 
 __all__ = ["COMMANDS", "add_verbs"]
 
@@ -24,8 +24,10 @@ def add_verbs(verbs: Verbs) -> None:
         "pairs them, drawn on one time axis, with a table of the changes.",
         "replay report cassettes/old.msgpack cassettes/new.msgpack -o timing.html",
     )
-    report.add_argument("cassette", type=Path, metavar="CASSETTE")
-    report.add_argument("cassette_b", type=Path, nargs="?", metavar="CASSETTE_B")
+    report.add_argument("cassette", type=Path, metavar="CASSETTE", help=CASSETTE_HELP)
+    report.add_argument(
+        "cassette_b", type=Path, nargs="?", metavar="CASSETTE_B", help="a cassette to compare"
+    )
     report.add_argument(
         "-o",
         "--output",
@@ -34,14 +36,18 @@ def add_verbs(verbs: Verbs) -> None:
         metavar="FILE",
         help='where to write the page (default: report.html; "-": stdout)',
     )
+    report.add_argument("--force", action="store_true", help="replace FILE if it exists")
     report.add_argument(
         "-i", "--interaction", type=int, default=None, metavar="N", help="only interaction N"
     )
 
 
 def _report(args: argparse.Namespace) -> int:
+    from replay.errors import ConfigurationError
     from replay.inspect.report import report
 
+    if str(args.output) != "-" and args.output.exists() and not args.force:
+        raise ConfigurationError(f"{args.output} already exists: add --force to replace it")
     a = load_cassette(args.cassette)
     b = None if args.cassette_b is None else load_cassette(args.cassette_b)
     names = [str(args.cassette)] + ([] if b is None else [str(args.cassette_b)])

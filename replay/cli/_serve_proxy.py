@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from replay.cli._args import Command, Verbs, add_fault_option, verb
+from replay.cli._args import CASSETTE_HELP, Command, Verbs, add_fault_option, verb
 from replay.server.guard import REQUEST_TIMEOUT
 
 __all__ = ["COMMANDS", "add_verbs"]
@@ -21,7 +21,7 @@ def add_verbs(verbs: Verbs) -> None:
         "recorded pace, for clients in any language.",
         "replay serve cassettes/app.msgpack --port 8080 --speed 1",
     )
-    serve.add_argument("cassette", type=Path, metavar="CASSETTE")
+    serve.add_argument("cassette", type=Path, metavar="CASSETTE", help=CASSETTE_HELP)
     serve.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any)")
     serve.add_argument("--speed", default="1", help="1 (default), 10x, instant")
     serve.add_argument("--repeat", action="store_true", help="let interactions play again")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from replay.cli._args import Command, Verbs, add_fault_option, load_cassette, verb
+from replay.cli._args import CASSETTE_HELP, Command, Verbs, add_fault_option, load_cassette, verb
 
 __all__ = ["COMMANDS", "add_verbs"]
 
@@ -17,12 +17,13 @@ def add_verbs(verbs: Verbs) -> None:
         verbs,
         "show",
         "list a cassette's interactions (or events, raw bytes, JSON, a timeline)",
-        "Print a table of the interactions in CASSETTE: method, URL, status, chunks, bytes, "
-        "time to first byte, duration, SSE events. The plain output is stable and diffs "
-        "well (use it as a git textconv).",
+        "Print a table of the interactions in each CASSETTE: method, URL, status, chunks, "
+        "bytes, time to first byte, duration, SSE events. The plain output is stable and "
+        "diffs well (use it as a git textconv). With several, each comes after a line "
+        "'==> CASSETTE <==', as head(1) does.",
         "replay show cassettes/app.msgpack --events",
     )
-    show.add_argument("cassette", type=Path, metavar="CASSETTE")
+    show.add_argument("cassettes", type=Path, nargs="+", metavar="CASSETTE", help=CASSETTE_HELP)
     form = show.add_mutually_exclusive_group()
     form.add_argument(
         "--events",
@@ -52,7 +53,7 @@ def add_verbs(verbs: Verbs) -> None:
         "recorded timing (or --speed times it).",
         "replay play cassettes/app.msgpack -i 0 --speed 2",
     )
-    play.add_argument("cassette", type=Path, metavar="CASSETTE")
+    play.add_argument("cassette", type=Path, metavar="CASSETTE", help=CASSETTE_HELP)
     play.add_argument("-i", "--interaction", type=int, default=0, metavar="N", help="index (0)")
     play.add_argument("--speed", default="1", help="1 (default), 10x, instant")
     add_fault_option(play)
@@ -70,16 +71,25 @@ def _width(value: str) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    several = len(args.cassettes) > 1
+    for number, path in enumerate(args.cassettes):
+        if several:
+            sys.stdout.buffer.write(f"{chr(10) if number else ''}==> {path} <==\n".encode())
+        _show_one(args, path)
+    return 0
+
+
+def _show_one(args: argparse.Namespace, path: Path) -> None:
     from replay.inspect import describe
     from replay.run.site.parts import left_behind
     from replay.store.cassette import Cassette
 
-    extra, note = left_behind(args.cassette)  # what a killed session left beside it
+    extra, note = left_behind(path)  # what a killed session left beside it
     if extra:
-        held = load_cassette(args.cassette).interactions if args.cassette.exists() else []
-        cassette = Cassette([*held, *extra], path=args.cassette)
+        held = load_cassette(path).interactions if path.exists() else []
+        cassette = Cassette([*held, *extra], path=path)
     else:
-        cassette = load_cassette(args.cassette)
+        cassette = load_cassette(path)
     if args.events:
         width = describe.DATA_WIDTH if args.width is None else args.width
         text = describe.events(cassette, width)
@@ -96,7 +106,6 @@ def _show(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if note is not None:
         print(note, file=sys.stderr)
-    return 0
 
 
 def _play(args: argparse.Namespace) -> int:

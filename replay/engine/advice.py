@@ -21,26 +21,30 @@ class Advice(Frozen):
         record: how to record the request that had no match.
         repeat: how to let an interaction answer again.
         ignore_host: how to let a host's requests go live (`{host}` is filled in).
+        rewrite: how to record again a request whose recording is stale (its body changed).
     """
 
     # (A plain immutable class, not a dataclass: see `replay.clock.frozen`.)
-    __slots__ = ("ignore_host", "record", "repeat")
-    FIELDS = ("record", "repeat", "ignore_host")
+    __slots__ = ("ignore_host", "record", "repeat", "rewrite")
+    FIELDS = ("record", "repeat", "ignore_host", "rewrite")
 
     record: str
     repeat: str
     ignore_host: str
+    rewrite: str
 
     def __init__(
         self,
         record: str = LibraryAdvice.record,
         repeat: str = LibraryAdvice.repeat,
         ignore_host: str = LibraryAdvice.ignore_host,
+        rewrite: str = LibraryAdvice.rewrite,
     ) -> None:
         set_field = object.__setattr__
         set_field(self, "record", record)
         set_field(self, "repeat", repeat)
         set_field(self, "ignore_host", ignore_host)
+        set_field(self, "rewrite", rewrite)
 
 
 #: The advice of `replay run` and `replay record`: their flags, not keyword arguments.
@@ -48,4 +52,6 @@ COMMAND_ADVICE = Advice(
     record="run again with --mode new_episodes (or record it all again with replay record)",
     repeat="a cassette answers each request once: record it again for each time it is made",
     ignore_host="--ignore-host {host}",
+    rewrite="record it all again with replay record (--mode new_episodes would keep the stale "
+    "recording beside the new one, unplayed)",
 )

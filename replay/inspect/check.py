@@ -220,6 +220,8 @@ class CheckResult:
             verdict = "no violations"
         if self.closed_after_end:
             verdict += f" ({self.closed_after_end} {CLOSED_AFTER_END_TEXT})"
+        if self.unreadable and len(self.unreadable) == self.cassettes:
+            return f"checked nothing: {_count(self.cassettes, 'cassette')}, none could be read"
         if self.unreadable:
             verdict += f"; {_count(len(self.unreadable), 'cassette')} could not be read"
         return f"{checked}: {verdict}"

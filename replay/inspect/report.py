@@ -114,8 +114,8 @@ def _problem(stream: StreamView) -> str:
 
 
 _CSS = """\
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1f2937;margin:24px;
-max-width:1060px}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1f2937;margin:24px}
+main,p,table{max-width:1060px}
 h1{font-size:20px;margin:0 0 4px}h2{font-size:15px;margin:28px 0 8px;word-break:break-all}
 p.files{color:#4b5563;margin:0 0 8px}p.thinned,p.problem{color:#92400e;margin:4px 0}
 table.figures{border-collapse:collapse;margin:6px 0 10px;font-variant-numeric:tabular-nums}
@@ -123,8 +123,9 @@ table.figures th,table.figures td{border-bottom:1px solid #e5e7eb;padding:2px 10
 text-align:left;vertical-align:top}table.figures th{color:#6b7280;font-weight:500}
 .legend span{display:inline-block;margin-right:14px}.legend i{display:inline-block;width:10px;
 height:10px;margin-right:4px;border-radius:2px}
-svg{display:block;margin:6px 0;overflow:visible}svg text{font:10px system-ui,sans-serif;
-fill:#374151}svg .lane{font-size:11px;fill:#6b7280}svg .side{font-weight:600;font-size:12px}
+svg{display:block;margin:6px 0;overflow:visible;width:100%;max-width:1600px;height:auto}
+svg text{font:10px system-ui,sans-serif;fill:#374151}svg .lane{font-size:11px;fill:#6b7280}
+svg .side{font-weight:600;font-size:12px}
 .axis line,.grid{stroke:#e5e7eb}.chunk{fill:#64748b}.headers{fill:#0891b2}
 .ev{stroke-width:1.2}.marker line{stroke-width:1.4;stroke-dasharray:4 3}
 .ttfb line{stroke:#0891b2}.ttfb text{fill:#0e7490}.ttft line{stroke:#2563eb}

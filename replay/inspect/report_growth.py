@@ -14,7 +14,21 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from replay.inspect.report_svg import LEFT, PLOT, WIDTH, Scale, axis, esc, num, secs, side
+import attrs
+
+from replay.inspect.report_svg import (
+    CHAR_PX,
+    LEFT,
+    PLOT,
+    WIDTH,
+    Scale,
+    axis,
+    esc,
+    num,
+    secs,
+    side,
+    svg_open,
+)
 
 if TYPE_CHECKING:
     from replay.inspect.report_view import StreamView
@@ -23,7 +37,8 @@ __all__ = ["GAPS_SHOWN", "growth"]
 
 #: How many of a stream's largest gaps are shaded.
 GAPS_SHOWN = 3
-_TOP = 26  # room for the unit and the gaps' labels
+_UNIT = 14  # the row of the unit's name, above the gaps' labels
+_ROW = 11  # one row of gap labels: a label that would overlap another goes a row lower
 _HEIGHT = 120
 _AXIS = 30
 # A gap shorter than this share of the time axis is not worth a band.
@@ -45,22 +60,28 @@ def growth(views: Sequence[StreamView]) -> str:
     top_value = _nice_top(
         max(total * factor for total, factor in zip(totals, factors, strict=True))
     )
-    height = _TOP + _HEIGHT + _AXIS
-    base = _TOP + _HEIGHT
+    gaps = _gap_layout([gap for view in views for gap in _gaps_of(view, scale)])
+    top = _UNIT + 4 + _ROW * (max((gap.row for gap in gaps), default=-1) + 1)
+    height = top + _HEIGHT + _AXIS
+    base = top + _HEIGHT
 
     def y(value: float) -> float:
         return base - _HEIGHT * value / top_value
 
-    unit = "tokens (the usage's count, spread over the characters)" if tokens else "characters"
-    parts = [f'<svg class="growth" width="{WIDTH}" height="{height}" role="img">']
-    parts.append(f"<title>{esc(f'the text as it grew, in {unit}')}</title>")
-    parts += axis(scale, _TOP, base)
-    parts += _value_axis(top_value, y, unit)
-    for number, view in enumerate(views):
-        parts += _gaps(view, scale, number)
+    unit = "output tokens" if tokens else "characters"
+    how = (
+        "output tokens: the count in the response's usage, spread evenly over its characters"
+        if tokens
+        else "characters of text"
+    )
+    parts = [svg_open("growth", height)]
+    parts.append(f"<title>{esc(f'the text as it grew, in {how}')}</title>")
+    parts += axis(scale, top, base)
+    parts += _value_axis(top_value, y, unit, how)
+    parts += (gap.drawn(top) for gap in gaps)
     for number, (view, factor) in enumerate(zip(views, factors, strict=True)):
         points = _cumulative(view, factor)
-        parts += _curve(view, scale, y, points, "ab"[number], unit.split()[0])
+        parts += _curve(view, scale, y, points, "ab"[number], unit.split()[-1])
         parts += _rate(view, scale, y, points, number)
     parts.append("</svg>")
     return "\n".join(parts)
@@ -71,14 +92,18 @@ def _nice_top(value: float) -> float:
     return next(m * magnitude for m in (1, 1.5, 2, 3, 4, 5, 6, 8, 10) if m * magnitude >= value)
 
 
-def _value_axis(top_value: float, y: Callable[[float], float], unit: str) -> Iterator[str]:
+def _value_axis(
+    top_value: float, y: Callable[[float], float], unit: str, how: str
+) -> Iterator[str]:
     yield '<g class="axis">'
     for share in (0.0, 0.5, 1.0):
         value = top_value * share
         at = num(y(value))
         yield f'<line class="grid" x1="{LEFT}" y1="{at}" x2="{LEFT + PLOT}" y2="{at}"/>'
         yield f'<text x="{LEFT - 6}" y="{num(y(value) + 3)}" text-anchor="end">{value:,.0f}</text>'
-    yield f'<text class="lane" x="{LEFT}" y="{_TOP - 12}">{esc(unit)}</text>'
+    yield (
+        f'<text class="lane" x="{LEFT}" y="{_UNIT - 2}">{esc(unit)}<title>{esc(how)}</title></text>'
+    )
     yield "</g>"
 
 
@@ -148,21 +173,58 @@ def _rate(
     )
 
 
-def _gaps(view: StreamView, scale: Scale, number: int) -> Iterator[str]:
-    """The largest silences between events, shaded, each labelled with its length."""
+@attrs.frozen
+class _Gap:
+    """A shaded silence and its label, on the row of labels it was given."""
+
+    x1: float
+    x2: float
+    label: str
+    title: str
+    row: int = 0
+
+    @property
+    def label_x(self) -> float:
+        """Where the label starts: at the gap, or further left to end inside the drawing."""
+        return min(self.x1 + 2, WIDTH - self.width)
+
+    @property
+    def width(self) -> float:
+        return len(self.label) * CHAR_PX
+
+    def drawn(self, top: float) -> str:
+        return (
+            f'<g class="gap-mark"><rect class="gap" x="{num(self.x1)}" y="{num(top)}" '
+            f'width="{num(max(self.x2 - self.x1, 1.0))}" height="{_HEIGHT}"/>'
+            f'<text class="gap-label" x="{num(self.label_x)}" '
+            f'y="{num(_UNIT + 4 + _ROW * self.row + _ROW - 3)}">'
+            f"{esc(self.label)}</text><title>{esc(self.title)}</title></g>"
+        )
+
+
+def _gaps_of(view: StreamView, scale: Scale) -> Iterator[_Gap]:
+    """The largest silences between events of one stream, each with its length."""
     largest = sorted(range(len(view.gaps)), key=lambda index: (-view.gaps[index], index))
     shown = [i for i in largest[:GAPS_SHOWN] if view.gaps[i] >= scale.span * _GAP_SHARE]
     for index in sorted(shown):
         after, before = view.events[index], view.events[index + 1]
-        x1, x2 = scale.x(after.at), scale.x(before.at)
-        label = f"{side(view)}gap {view.gaps[index]:.2f} s"
-        title = (
+        yield _Gap(
+            scale.x(after.at),
+            scale.x(before.at),
+            f"{side(view)}gap {view.gaps[index]:.2f} s",
             f"{side(view)}a gap of {secs(view.gaps[index])} after event #{index} "
-            f"({view.kinds[index].type}, at {secs(after.at)})"
+            f"({view.kinds[index].type}, at {secs(after.at)})",
         )
-        yield (
-            f'<g class="gap-mark"><rect class="gap" x="{num(x1)}" y="{_TOP}" '
-            f'width="{num(max(x2 - x1, 1.0))}" height="{_HEIGHT}"/>'
-            f'<text class="gap-label" x="{num(x1 + 2)}" y="{_TOP - 2 + 10 * number}">'
-            f"{esc(label)}</text><title>{esc(title)}</title></g>"
-        )
+
+
+def _gap_layout(gaps: list[_Gap]) -> list[_Gap]:
+    """Each gap's label on the first row where it overlaps no other (rows from the top)."""
+    ends: list[float] = []  # the right end of each row's last label
+    placed = []
+    for gap in sorted(gaps, key=lambda gap: gap.label_x):
+        row = next((r for r, end in enumerate(ends) if gap.label_x >= end + CHAR_PX), len(ends))
+        if row == len(ends):
+            ends.append(0.0)
+        ends[row] = gap.label_x + gap.width
+        placed.append(attrs.evolve(gap, row=row))
+    return placed

@@ -33,8 +33,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BIN_PX",
+    "CHAR_PX",
     "KIND_COLOURS",
     "KIND_NAMES",
+    "LABEL_REACH",
     "LEFT",
     "MAX_MARKS",
     "PLOT",
@@ -46,6 +48,7 @@ __all__ = [
     "num",
     "secs",
     "side",
+    "svg_open",
     "thinning_notes",
     "timeline",
 ]
@@ -74,9 +77,15 @@ KIND_NAMES: dict[Kind, str] = {
     "other": "other event",
 }
 
+#: The drawings' coordinate width: each is scaled to the page's width (its `viewBox`).
 WIDTH = 1000
 LEFT = 96  # room for the lanes' names
-PLOT = WIDTH - LEFT - 64  # room on the right for the last labels
+#: The width a label's character is taken to have (10 px system-ui; a wide estimate), and
+#: the room the longest event label (`_short`'s 28 characters and a count) needs to the
+#: right of its event, slanted at 55 degrees: the last labels end inside the drawing.
+CHAR_PX = 6.0
+LABEL_REACH = math.ceil(3 + 33 * CHAR_PX * math.cos(math.radians(55)))
+PLOT = WIDTH - LEFT - LABEL_REACH  # room on the right for the last labels
 _MARK_ROW = 13  # one row per marker's label: TTFB, TTFT, end
 _LABELS = 118  # the event labels, rotated
 _LABEL_SPACE = 14  # pixels between two labels' starts
@@ -164,13 +173,22 @@ def timeline(views: Sequence[StreamView]) -> str:
     """The timeline of one interaction (of two, one above the other, on one time axis)."""
     scale = Scale.of(views)
     height = len(views) * (_BLOCK + _SPACE) - _SPACE + _AXIS
-    parts = [f'<svg class="timeline" width="{WIDTH}" height="{height}" role="img">']
+    parts = [svg_open("timeline", height)]
     parts.append(f"<title>{esc(_timeline_title(views))}</title>")
     parts += axis(scale, 0, height - _AXIS)
     for number, view in enumerate(views):
         parts += _block(view, scale, number * (_BLOCK + _SPACE))
     parts.append("</svg>")
     return "\n".join(parts)
+
+
+def svg_open(css: str, height: float) -> str:
+    """The opening tag of a drawing `height` high: scaled to the page's width by its
+    `viewBox` (the page's CSS sets the width), its proportions kept."""
+    return (
+        f'<svg class="{css}" viewBox="0 0 {WIDTH} {num(height)}" '
+        f'preserveAspectRatio="xMinYMin meet" role="img">'
+    )
 
 
 def _timeline_title(views: Sequence[StreamView]) -> str:

@@ -265,6 +265,7 @@ def _replay_run(pytestconfig: pytest.Config) -> Iterator[None]:
         default_record_mode=_ini_mode(pytestconfig),
         default_speed=pytestconfig.getoption("replay_speed") or pytestconfig.getini("replay_speed"),
         watcher=run,
+        resolve=None if run is None else run.resolve,
     )
     with imposed(settings):
         yield

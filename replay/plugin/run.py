@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from replay.plugin.summary import SessionLog, SessionRecord
+    from replay.plugin.summary import SessionLog, SessionRecord, Unplayed
     from replay.session.lifecycle import CassetteSession
 
 __all__ = ["Run", "option"]
@@ -48,6 +48,22 @@ def _display(path: Path, root: str) -> str:
         return shown
 
 
+def _described(request: Any) -> tuple[str, str]:
+    """A recorded request (redacted, as stored) as the summary lists it, "METHOD URL body…"
+    (a key's shape in the body shown as its hash), and its key: a digest of all three."""
+    import hashlib
+
+    from replay.redact.shapes import hash_shapes
+
+    body = request.body
+    key = hashlib.sha1(b"%s %s\n%s" % (request.method.encode(), request.url.encode(), body))
+    shown = f"{request.method} {request.url}"
+    if body:
+        text = " ".join(body[:200].decode("utf-8", "replace").split())
+        shown += f" {hash_shapes(text[:60])}" + ("…" if len(text) > 60 or len(body) > 200 else "")
+    return shown, key.hexdigest()[:16]
+
+
 class Run:
     """Watches every cassette session of the run (a `replay.session.imposed.Watcher`), puts each
     one's record on its test's report (so that xdist workers' reach the summary too), and
@@ -70,6 +86,20 @@ class Run:
             self._log = SessionLog()
         return self._log
 
+    def resolve(self, path: Path) -> Path:
+        """Where a cassette path named in a test points: the one rule of all three forms
+        (`replay.session.naming.resolve_cassette_path`: a bare name beside the test's default
+        cassettes, a relative path relative to the test file); outside a test, as given."""
+        item = self.item
+        if item is None or path.is_absolute():
+            return path
+        from replay.session.naming import resolve_cassette_path
+
+        directory = self.config.getoption("cassette_dir") or self.config.getini(
+            "replay_cassette_dir"
+        )
+        return resolve_cassette_path(path, item.path, directory or None, self.config.rootpath)
+
     # -- the Watcher -------------------------------------------------------------------------
 
     def entered(self, session: CassetteSession) -> None:
@@ -85,12 +115,8 @@ class Run:
             return
         cassette, loaded = used
         counts = cassette.play_counts
-        unplayed = [
-            (
-                index,
-                f"{cassette.interactions[index].request.method} "
-                f"{cassette.interactions[index].request.url}",
-            )
+        unplayed: list[Unplayed] = [
+            (index, *_described(cassette.interactions[index].request))
             for index in range(loaded)
             if counts[index] == 0
         ]
@@ -108,6 +134,7 @@ class Run:
             loaded=loaded,
             unplayed=tuple(unplayed),
             judged=not session.mismatches,
+            fresh=tuple(_described(i.request)[1] for i in cassette.recorded),
         )
         if self.item is not None:
             data = record.to_dict()
@@ -159,11 +186,14 @@ class Run:
         self._release()  # (a run interrupted between two tests)
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item) -> Any:
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
         report = yield
-        if report.failed:
+        if report.failed and call.excinfo is not None:
+            from replay.plugin.failure import explain_failure, replay_first
+
+            shown = replay_first(item, call, report)
             for session in item.stash.get(_SESSIONS, []):
-                _explain_failure(item, session, report)
+                explain_failure(item, session, report, shown)
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -204,40 +234,3 @@ class Run:
                 f"played (--strict-cassettes); used by {users}",
                 red=True,
             )
-
-
-def _explain_failure(item: pytest.Item, session: CassetteSession, report: Any) -> None:
-    """Add what replay knows of a failed test to its report: faults, unmatched requests."""
-    if session.options.faults:
-        report.sections.append(_fault_report(session))
-    if session.mismatches:
-        lines = [str(error) for error in session.mismatches]
-        lines.append(f"To record it: pytest --record-mode=new_episodes '{selector(item.nodeid)}'")
-        report.sections.append(("replay: unmatched requests", "\n\n".join(lines)))
-
-
-def selector(nodeid: str) -> str:
-    """What selects the test `nodeid` on pytest's command line: the id itself; for a test
-    whose parametrize ids hold a key, its function with all its parameters (replay shows no
-    key; those already recorded replay, `new_episodes` records only what is missing)."""
-    from replay.redact.shapes import holds_key
-
-    if not holds_key(nodeid):
-        return nodeid
-    where, _, name = nodeid.rpartition("::")
-    return f"{where}::{name.partition('[')[0]}"
-
-
-def _fault_report(session: CassetteSession) -> tuple[str, str]:
-    """The faults section: the faults injected, or why none were (nothing was replayed)."""
-    injector = session.injector
-    lines = injector.report()
-    used = session.last_used
-    recorded = len(used[0].recorded) if used is not None else 0
-    if recorded:
-        lines.append(
-            f"{recorded} interaction(s) recorded by this test, live and untouched: faults break "
-            "what is replayed, so the next run replays them with the faults"
-        )
-    title = "faults injected" if injector.injected() else "faults not injected"
-    return f"replay: {title}", "\n".join(lines)

@@ -9,9 +9,13 @@ tests is judged on what all of them played.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeAlias
 
-__all__ = ["SessionLog", "SessionRecord"]
+__all__ = ["SessionLog", "SessionRecord", "Unplayed"]
+
+#: An interaction a session loaded and did not play: its index in the file, "METHOD URL
+#: body…" (redacted), and its request's key (`fresh` of the session that recorded it).
+Unplayed: TypeAlias = "tuple[int, str] | tuple[int, str, str]"
 
 
 class SessionRecord:
@@ -27,11 +31,24 @@ class SessionRecord:
         recorded: the interactions it recorded.
         saved: whether it wrote the file.
         loaded: how many interactions it loaded from the file.
-        unplayed: the loaded interactions it did not play, as [index, "METHOD URL"].
+        unplayed: the loaded interactions it did not play, as [index, "METHOD URL body…",
+            key].
         judged: False when a request had no match: what it left unplayed says nothing then.
+        fresh: the keys of the requests it recorded: an interaction another session of the
+            run loaded and left is not unplayed if this run recorded it.
     """
 
-    __slots__ = ("judged", "loaded", "path", "recorded", "replayed", "saved", "test", "unplayed")
+    __slots__ = (
+        "fresh",
+        "judged",
+        "loaded",
+        "path",
+        "recorded",
+        "replayed",
+        "saved",
+        "test",
+        "unplayed",
+    )
 
     def __init__(
         self,
@@ -41,8 +58,9 @@ class SessionRecord:
         recorded: int = 0,
         saved: bool = False,
         loaded: int = 0,
-        unplayed: tuple[tuple[int, str], ...] = (),
+        unplayed: tuple[Unplayed, ...] = (),
         judged: bool = True,
+        fresh: tuple[str, ...] = (),
     ) -> None:
         self.path = path
         self.test = test
@@ -52,6 +70,7 @@ class SessionRecord:
         self.loaded = loaded
         self.unplayed = unplayed
         self.judged = judged
+        self.fresh = fresh
 
     def to_dict(self) -> dict[str, object]:
         """Plain data (what xdist can serialize)."""
@@ -66,13 +85,17 @@ class SessionRecord:
             "loaded": self.loaded,
             "unplayed": self.unplayed,
             "judged": self.judged,
+            "fresh": self.fresh,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SessionRecord:
         """The inverse of `to_dict`."""
-        unplayed = tuple((int(index), str(request)) for index, request in data["unplayed"])
-        return cls(**{**data, "unplayed": unplayed})
+        unplayed = tuple(
+            (int(entry[0]), *(str(part) for part in entry[1:])) for entry in data["unplayed"]
+        )
+        fresh = tuple(str(key) for key in data.get("fresh", ()))
+        return cls(**{**data, "unplayed": unplayed, "fresh": fresh})
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not SessionRecord:
@@ -86,7 +109,17 @@ class SessionRecord:
         return f"SessionRecord({fields})"
 
 
-_FIELDS = ("path", "test", "replayed", "recorded", "saved", "loaded", "unplayed", "judged")
+_FIELDS = (
+    "path",
+    "test",
+    "replayed",
+    "recorded",
+    "saved",
+    "loaded",
+    "unplayed",
+    "judged",
+    "fresh",
+)
 
 
 class SessionLog:
@@ -100,7 +133,8 @@ class SessionLog:
         self.records.append(record)
 
     def unplayed(self) -> dict[str, list[str]]:
-        """Per cassette file, the interactions no session of the run played.
+        """Per cassette file, the interactions no session of the run played nor recorded,
+        each as "#index METHOD URL body…".
 
         A file a session could not fully match (a mismatch) is left out.
         """
@@ -144,15 +178,22 @@ class SessionLog:
 
 
 def _never_played(records: Iterable[SessionRecord]) -> list[str]:
-    """The interactions of one file that every session which loaded them left unplayed."""
+    """The interactions of one file that every session which loaded them left unplayed, and
+    that no session of the run recorded (a cassette tests share, recorded as they run)."""
     played: set[int] = set()
-    left: dict[int, str] = {}
+    fresh: set[str] = set()
+    left: dict[int, Unplayed] = {}
     for record in records:
-        unplayed = dict(record.unplayed)
+        unplayed = {entry[0]: entry for entry in record.unplayed}
         played.update(index for index in range(record.loaded) if index not in unplayed)
         left.update(unplayed)
-    return [request for index, request in sorted(left.items()) if index not in played]
+        fresh.update(record.fresh)
+    return [
+        f"#{index} {entry[1]}"
+        for index, entry in sorted(left.items())
+        if index not in played and (len(entry) < 3 or entry[2] not in fresh)
+    ]
 
 
 def _unplayed_lines(path: str, requests: Iterable[str]) -> list[str]:
-    return [f"  {path}: {request}" for request in requests]
+    return [f"  {path} {request}" for request in requests]

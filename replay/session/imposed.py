@@ -12,8 +12,9 @@ This module imports nothing but the standard library: the plugin loads it in eve
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ class Imposed:
         default_speed: the speed of a session that asks for none (`--replay-speed`, ini).
         watcher: told of each session entered and left.
         advice: how mismatch errors word their advice (`replay run`: in its flags).
+        resolve: where a relative cassette path points (pytest: relative to the test file).
     """
 
     record_mode: str | None = None
@@ -49,6 +51,7 @@ class Imposed:
     default_speed: str | None = None
     watcher: Watcher | None = None
     advice: Advice | None = None
+    resolve: Callable[[Path], Path] | None = None
 
 
 _NOTHING = Imposed()

@@ -87,7 +87,7 @@ class CassetteSession(SeenInUse, ChildProcessSide):
     """
 
     def __init__(self, path: str | Path, options: SessionOptions | None = None) -> None:
-        self.path = path if isinstance(path, Path) else Path(path)
+        self.path = self._asked = path if isinstance(path, Path) else Path(path)
         #: What the session was asked for (`use_cassette`'s arguments), as one frozen value.
         self.options = options = SessionOptions() if options is None else options
         #: The record mode in force: the one asked for, unless a test run imposes another
@@ -185,6 +185,9 @@ class CassetteSession(SeenInUse, ChildProcessSide):
         ):
             self._use_speed(default_speed)
         self.record_mode = mode = in_force(self.options.record_mode)
+        resolve = current().resolve  # (pytest: a relative path is the test file's)
+        if resolve is not None:
+            self.path = resolve(self._asked)
         interactions, existed, self._may_replay, self._may_record = load_for(
             self.path, mode, recover_left=not self._descendant
         )
@@ -270,7 +273,7 @@ class CassetteSession(SeenInUse, ChildProcessSide):
         return cast(F, wrapper)
 
     def _fresh(self) -> CassetteSession:
-        return CassetteSession(self.path, self.options)
+        return CassetteSession(self._asked, self.options)
 
     # -- routing (called by the patched transports) --------------------------------------------
 

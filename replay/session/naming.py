@@ -72,8 +72,9 @@ def resolve_cassette_path(
     directory: str | Path | None = None,
     rootpath: Path | None = None,
 ) -> Path:
-    """The cassette a marker names: a bare name goes beside the defaults, a relative path is
-    relative to the test file, an absolute path stays."""
+    """The cassette a test names, in any form (the marker, the library's decorator or `with`,
+    inside a test): a bare name goes beside the defaults, a relative path is relative to the
+    test file, an absolute path stays."""
     path = Path(value)
     if path.is_absolute():
         return path
