@@ -26,6 +26,7 @@ import pytest
 from commands import replay_text as replay_cli
 
 import replay
+from replay.model.frames import Frame
 from replay.run.child import summary_lines
 from replay.run.progress import Progress
 from replay.testing import HELLO_TEXT, Origin, Script, SeenRequest, chat_hello, responses_hello
@@ -526,6 +527,22 @@ def test_summary_shows_no_events_for_a_body_that_is_not_an_event_stream() -> Non
     assert lines[2].split() == ["GET", "https://api.example.com/v1/models", "200", "-", "-",
                                 "0.250", "s"]  # fmt: skip
     assert lines[3] == "  total: 1 interaction, 0 events, 2 B"
+
+
+def test_summary_counts_a_websocket_conversations_frames() -> None:
+    frames = [
+        Frame(0.01, "server", "text", b'{"type": "session.created"}'),
+        Frame(0.02, "client", "text", b'{"type": "response.create"}'),
+        Frame(0.25, "server", "text", b'{"type": "response.done"}'),
+    ]
+    conversation = replay.Interaction(
+        replay.Request(method="GET", url="ws://127.0.0.1:1/v1/realtime"),
+        replay.Response(status=101, chunks=[], end=replay.StreamEnd(at=0.25)),
+        frames=frames,
+    )
+    lines = summary_lines(Path("c.msgpack"), [conversation])
+    assert lines[2].split()[:5] == ["GET", "ws://127.0.0.1:1/v1/realtime", "101", "3", "-"]
+    assert lines[3] == f"  total: 1 interaction, 3 events, {sum(len(f.data) for f in frames)} B"
 
 
 # -- recordings whose stamps a blocked event loop could delay ----------------------------------

@@ -100,6 +100,8 @@ NOT_RUN = {
     "by tests/test_cli.py",
     "In pytest #3": "output: the report of a failing test (tests/test_pytest_plugin.py)",
     "Record modes #1": "output: a mismatch message (tests/test_matching.py)",
+    "WebSockets (OpenAI Realtime, the Responses WebSocket mode) #2": "output: `replay show "
+    "--events` of a conversation (tests/test_websocket_inspect.py)",
     "Streams that resume #1": "output: a mismatch message (tests/test_resume.py)",
     "Serve a cassette to any client, or record any client through a proxy #1": "a server that "
     "runs until stopped, and a Node client (`replay serve`: tests/test_serve.py)",

@@ -109,12 +109,10 @@ def _faulted(
     faults = getattr(getattr(desk, "options", None), "faults", ())
     if not faults:
         return frames, len(frames)
-    from replay.engine.frame_faults import faulted
+    from replay.engine.frame_faults import targeted
     from replay.faults import coerce
 
-    request = Request(method="GET", url=_shown(uri))
-    targeting = [f for f in coerce(faults) if f.applies_to(index, request)]
-    return faulted(frames, targeting)
+    return targeted(frames, coerce(faults), index, Request(method="GET", url=_shown(uri)))
 
 
 #: What redacts without a session's own (a replay transport's): credentials by their look.

@@ -33,6 +33,7 @@ __all__ = [
     "Speed",
     "SpeedLike",
     "VirtualClock",
+    "factor_of",
     "format_speed",
     "parse_speed",
     "seconds",
@@ -123,6 +124,12 @@ def seconds(value: object, name: str) -> float:
     return float(value)
 
 
+def factor_of(speed: Speed) -> float:
+    """The one factor of `speed`: itself, or a policy's `rest` (what plays by a factor
+    alone under a policy: WebSocket frames)."""
+    return speed if isinstance(speed, (int, float)) else speed.rest
+
+
 def format_speed(speed: Speed) -> str:
     """`"instant"`, `"10x"` or a policy's spec: the inverse of `speed_of`, for messages."""
     if not isinstance(speed, (int, float)):
@@ -196,8 +203,7 @@ class Schedule(Frozen):
             if math.isinf(speed):
                 return None
             return cls(start=clock.now(), speed=speed)
-        # (`speed`: the policy's `rest`, for what plays by a factor alone: WebSocket frames)
-        return cls(start=clock.now(), speed=speed.rest, policy=speed)
+        return cls(start=clock.now(), speed=factor_of(speed), policy=speed)
 
     def deadline(self, at: float) -> float:
         """The clock reading at which recorded time `at` is due."""

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from replay.convert.pydantic_ai import ParsedBodyError, unparse_bodies
-from replay.errors import CassetteFormatError
+from replay.errors import CassetteFormatError, ConfigurationError
 from replay.model import Chunk, Interaction, Request, Response, StreamEnd
 
 __all__ = [
@@ -60,8 +60,19 @@ def to_vcr_text(interactions: Sequence[Interaction], serializer: Any) -> str:
     """The interactions as the text of a vcrpy cassette, written with vcrpy's `serializer`.
 
     Bodies are whole, as recorded (see `replay.convert.files.save_vcr`).
+
+    Raises:
+        ConfigurationError: an interaction is a WebSocket conversation (vcrpy has no frames:
+            they would be dropped).
     """
     from vcr.serialize import serialize
+
+    talks = [i for i, interaction in enumerate(interactions) if interaction.frames is not None]
+    if talks:
+        raise ConfigurationError(
+            f"interaction #{talks[0]} is a WebSocket conversation: a vcrpy cassette has no "
+            "frames to hold it (keep it as .msgpack, or export it as .json)"
+        )
 
     cassette_dict = {
         "requests": [vcr_request(i.request) for i in interactions],

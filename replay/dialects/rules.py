@@ -199,6 +199,23 @@ _RULES: dict[str, tuple[Severity, str]] = {
         "warning",
         "message-end comes once, last (a [DONE] may follow it, and nothing after that)",
     ),
+    # WebSocket conversations (`replay.dialects.realtime`): the index is a frame's position.
+    "realtime.json": ("error", "every text frame is a JSON object with a type"),
+    "realtime.session-created-first": ("error", "the server's first event is session.created"),
+    "realtime.event-id": ("warning", "every server event carries an event_id"),
+    "realtime.response-order": (
+        "error",
+        "a response's events come between its response.created and its one response.done",
+    ),
+    "realtime.response-done": ("error", "every response.created is answered by a response.done"),
+    "realtime.response-id": ("warning", "a response's events name the open response's id"),
+    "realtime.done-status": (
+        "warning",
+        "response.done's status is completed, cancelled, failed or incomplete",
+    ),
+    "realtime.error-event": ("warning", "an error event carries an error with type and message"),
+    "responses-ws.turn": ("error", "each client response.create gets server events of its own"),
+    "websocket.close-code": ("warning", "a close frame carries a normal code (1000 or 1001)"),
 }
 
 RULES: dict[str, str] = {name: text for name, (_, text) in _RULES.items()}

@@ -23,6 +23,7 @@ and whose `describe()` says in words what it does (used in reports).
                                           starting_after) gets the rest of the recording
     slow(factor)                          every recorded time multiplied by `factor`
     jitter(ms, seed=)                     each chunk moved by up to ±ms, kept in order
+    close(after_events=N, code=), delay(event=N, seconds=S)  WebSocket conversations' (`frames`)
 
 Targets: `index=` (the interaction's position in the cassette) and `where=` (a predicate on
 the `replay.Request` as sent, redacted); a fault with neither applies to every interaction.
@@ -50,6 +51,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Union
 
 from replay.errors import ConfigurationError
+from replay.faults.frames import close, delay
 from replay.faults.reshape import INSIDE
 from replay.faults.resplit import resplit  # (the same bytes split where parsers break)
 from replay.faults.types import (
@@ -280,6 +282,7 @@ _FACTORIES: dict[str, Callable[..., Fault]] = {
     "resume": resume,
     "slow": slow,
     "jitter": jitter,
+    **{"close": close, "delay": delay},  # (a WebSocket conversation's: `replay.faults.frames`)
 }
 
 FaultLike = Union[Fault, str]  # noqa: UP007 - a runtime alias, and 3.10 lacks `type`

@@ -4,9 +4,11 @@ A stream is an interaction whose response is SSE, NDJSON or a JSON array, decide
 show` decides it (`replay.framing`: the content type, else how the body starts). SSE and
 JSON-array streams are checked against their dialect (none for a stream of no known dialect:
 then only truncation and UTF-8); NDJSON streams (Ollama's) against the framing's own
-rules. The rules a stream breaks (see `replay.dialects.validate`) become one `Finding` per
-rule, however often it is broken: its severity, its first occurrence and how many there
-are, on one stable line:
+rules. A WebSocket conversation is a stream too, checked against the Realtime or the
+Responses WebSocket mode's rules (`replay.dialects.realtime`; `event N` is then the
+frame's position). The rules a stream breaks (see `replay.dialects.validate`) become one
+`Finding` per rule, however often it is broken: its severity, its first occurrence and how
+many there are, on one stable line:
 
     PATH #INTERACTION event INDEX RULE: SEVERITY: message (N times)
 
@@ -29,6 +31,7 @@ import attrs
 
 from replay import framing
 from replay.dialects import Severity, Violation, closed_after_end, validate
+from replay.dialects.realtime import check_frames
 from replay.engine.ends import CLOSED_AFTER_END_TEXT
 from replay.errors import CassetteFormatError, ReplayError
 from replay.framing.decoding import decoded_chunks
@@ -256,7 +259,7 @@ def check_cassette(cassette: Cassette, name: str | None = None) -> CheckResult:
     linked = {link.resuming: link for link in check_resume.links(interactions)}
     dropped = {link.dropped for link in linked.values()}
     for index, interaction in enumerate(interactions):
-        if not is_stream(interaction.response):
+        if interaction.frames is None and not is_stream(interaction.response):
             continue
         streams += 1
         link = linked.get(index)
@@ -298,6 +301,8 @@ def interaction_findings(
         name: how findings name its cassette.
         index: its index in that cassette.
     """
+    if interaction.frames is not None:  # a WebSocket conversation: its dialect's rules
+        return findings_of(name, index, check_frames(interaction.frames))
     response = interaction.response
     kind = framing.detect(response)
     if kind is None:

@@ -26,6 +26,7 @@ from replay.engine import Data, End, Player, Stepper, step_sync
 from replay.engine.ends import CLOSED_AFTER_END, CLOSED_AFTER_END_TEXT
 from replay.errors import ConfigurationError
 from replay.faults import FaultLike
+from replay.inspect.frames_view import frame_lines, frames_summary
 from replay.inspect.printable import printable
 from replay.inspect.provenance import times_note
 from replay.model import Chunks, Interaction, Response, TimedEvent
@@ -78,6 +79,8 @@ def table(cassette: Cassette) -> str:
     notes: list[str] = []
     for index, interaction in enumerate(cassette.interactions):
         count, problem = _event_count(interaction.response)
+        if interaction.frames is not None:  # a WebSocket conversation: its frames
+            count = str(len(interaction.frames))
         lines.append(_row(index, interaction, count))
         if problem is not None:
             notes.append(f"#{index}: events ?: {_one_line(problem, 2 * DATA_WIDTH)}")
@@ -152,6 +155,9 @@ def _interaction_events(index: int, interaction: Interaction, width: int) -> lis
     request, response = interaction.request, interaction.response
     lines = [f"#{index} {request.method} {request.url} -> {response.status}"]
     kind = framing.detect(response)
+    if interaction.frames is not None:
+        lines += frame_lines(interaction.frames, lambda text: _one_line(text, width))
+        return [*lines, f"  ({frames_summary(interaction.frames)})"]
     if kind is None:
         content_type = response.header("content-type") or "none"
         lines.append(f"  (not an event stream: content-type {content_type})")
@@ -225,12 +231,16 @@ def _timeline_row(index: int, interaction: Interaction, width: int) -> str:
         ttft = timing.summary(response).ttft
     except ValueError:  # a body that does not decode: no events to time
         ttft = None
+    times, duration = response.chunks.times, response.duration
+    if interaction.frames:  # a WebSocket conversation: when its frames came
+        times = tuple(frame.at for frame in interaction.frames)
+        duration = max(duration, times[-1])
     return _TIMELINE_ROW.format(
         index,
-        f"|{sparkline(response.chunks.times, response.duration, width)}|",
+        f"|{sparkline(times, duration, width)}|",
         "-" if response.ttfb is None else _ms(response.ttfb),
         "-" if ttft is None else _ms(ttft),
-        _ms(response.duration),
+        _ms(duration),
         _end_name(interaction),
         f"{request.method} {request.url}",
     )
@@ -277,6 +287,9 @@ def _raw_interaction(index: int, interaction: Interaction) -> list[str]:
     lines.extend(f"< {name}: {value}" for name, value in response.headers)
     lines.append("<")
     lines.extend(_response_body(response))
+    if interaction.frames is not None:
+        lines.append(f"== {frames_summary(interaction.frames)} ==")
+        lines += frame_lines(interaction.frames, lambda text: _one_line(text, 0))
     lines.append(f"== {_end_description(interaction)} at {response.end.at:.3f} s ==")
     return lines
 

@@ -14,6 +14,9 @@ Interactions are paired by position (#0 with #0, #1 with #1, …). For each pair
   compares it byte for byte;
 - the texts: what the stream says, by dialect (text, reasoning or thinking, each tool call
   as `name(arguments)`), joined from its deltas;
+- a WebSocket conversation's frames are its events (`replay.inspect.frames_view`: the
+  direction and event type of each, its payload), compared as a stream's are, and what
+  each turn's deltas say as its texts;
 - the timing: time to the first event, total duration, median and largest gap between
   events, for A and for B.
 
@@ -32,6 +35,8 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
+import attrs
+
 from replay import framing
 from replay.dialects import closed_after_end
 from replay.dialects.texts import stream_texts
@@ -40,6 +45,7 @@ from replay.inspect import align
 from replay.inspect.diff_text import DATA_WIDTH as DATA_WIDTH
 from replay.inspect.diff_text import format_diff
 from replay.inspect.diff_values import CassetteDiff, EventChange, InteractionDiff, TextDiff, Timing
+from replay.inspect.frames_view import frame_events, frame_texts
 from replay.matching.keys import json_key
 from replay.model import Interaction, Response, TimedEvent
 from replay.store.cassette import Cassette
@@ -62,6 +68,8 @@ VOLATILE_FIELDS: frozenset[str] = frozenset(
     {
         "id",
         "item_id",
+        "event_id",
+        "response_id",
         "call_id",
         "created",
         "created_at",
@@ -124,7 +132,7 @@ def _diff_pair(
 ) -> InteractionDiff:
     if a is None or b is None:
         return InteractionDiff(index=index, a=a, b=b)
-    events_a, events_b = _events(a.response), _events(b.response)
+    events_a, events_b = _events_of(a), _events_of(b)
     notes = [*_request_notes(a, b), *_response_notes(a, b)]
     if events_a is None or events_b is None:
         body_a, body_b = _body(a.response), _body(b.response)
@@ -141,9 +149,9 @@ def _diff_pair(
         events_a=tuple(compared_a),
         events_b=tuple(compared_b),
         changes=_event_changes(compared_a, compared_b),
-        texts=_text_diffs(stream_texts(events_a or []), stream_texts(events_b or [])),
-        timing_a=Timing.of(a.response, events_a),
-        timing_b=Timing.of(b.response, events_b),
+        texts=_text_diffs(_texts(a, events_a), _texts(b, events_b)),
+        timing_a=_timing(a, events_a),
+        timing_b=_timing(b, events_b),
     )
 
 
@@ -211,6 +219,27 @@ _KINDS: dict[str, Literal["changed", "removed", "added"]] = {
     "delete": "removed",
     "insert": "added",
 }
+
+
+def _timing(interaction: Interaction, events: list[TimedEvent] | None) -> Timing:
+    timing = Timing.of(interaction.response, events)
+    if interaction.frames:  # a conversation lasts until its last frame
+        return attrs.evolve(timing, total=max(timing.total, interaction.frames[-1].at))
+    return timing
+
+
+def _texts(interaction: Interaction, events: list[TimedEvent] | None) -> dict[str, str]:
+    if interaction.frames is not None:
+        return frame_texts(interaction.frames)
+    return stream_texts(events or [])
+
+
+def _events_of(interaction: Interaction) -> list[TimedEvent] | None:
+    """The events of a stream, or a WebSocket conversation's frames as events
+    (`replay.inspect.frames_view`: direction and type, payload)."""
+    if interaction.frames is not None:
+        return frame_events(interaction.frames)
+    return _events(interaction.response)
 
 
 def _events(response: Response) -> list[TimedEvent] | None:

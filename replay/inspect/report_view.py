@@ -12,8 +12,10 @@ import attrs
 from replay import framing
 from replay.dialects import closed_after_end, detect
 from replay.dialects.kinds import EventKind, event_kinds, output_tokens
+from replay.dialects.realtime import detect_frames
 from replay.inspect import timing
 from replay.inspect.check import Finding, interaction_findings
+from replay.inspect.frames_view import frame_events
 from replay.model import Interaction, StreamEnd, TimedEvent
 from replay.redact.redactor import Redactor
 
@@ -29,7 +31,8 @@ class StreamView:
         index: its index in that cassette.
         method, url: the request's; the URL redacted.
         status: the response's status.
-        framing: "sse", "ndjson", "json-array", or None for a response that is not a stream.
+        framing: "sse", "ndjson", "json-array", "websocket" (a conversation, its frames the
+            events: `replay.inspect.frames_view`), or None for a response that is no stream.
         dialect: `replay.dialects.detect`'s answer (None: none, or not a stream).
         events: the events (`replay.framing.events`).
         kinds: what each event is (`replay.dialects.kinds.event_kinds`).
@@ -77,12 +80,15 @@ _REDACTOR = Redactor()
 def view(interaction: Interaction, index: int = 0, label: str = "") -> StreamView:
     """What the report draws of `interaction` (interaction `index` of cassette `label`)."""
     request, response = interaction.request, interaction.response
-    kind = framing.detect(response)
+    detected = framing.detect(response)
+    kind: str | None = detected
     events: list[TimedEvent] = []
     problem = None
-    if kind is not None:
+    if interaction.frames is not None:  # a WebSocket conversation: its frames are its events
+        kind, events = "websocket", frame_events(interaction.frames)
+    elif detected is not None:
         try:
-            events = framing.events(response, kind)
+            events = framing.events(response, detected)
         except ValueError as error:  # damaged, unknown, missing its extra, past the limit
             problem = str(error)
     return StreamView(
@@ -92,7 +98,11 @@ def view(interaction: Interaction, index: int = 0, label: str = "") -> StreamVie
         url=_REDACTOR.url(request.url),
         status=response.status,
         framing=kind,
-        dialect=detect(events) if kind in ("sse", "json-array", "eventstream") else None,
+        dialect=detect_frames(interaction.frames)
+        if kind == "websocket"
+        else detect(events)
+        if kind in ("sse", "json-array", "eventstream")
+        else None,
         events=tuple(events),
         kinds=tuple(event_kinds(events)),
         chunk_times=response.chunks.times,

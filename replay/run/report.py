@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from replay.framing import is_stream
+from replay.inspect.frames_view import frame_events
 from replay.inspect.timing import ttft
 from replay.model import Interaction, TimedEvent
 from replay.run.progress import Progress
@@ -30,7 +31,8 @@ __all__ = ["Reach", "StatusLine", "is_terminal", "summary_lines"]
 def summary_lines(path: Path, recorded: Sequence[Interaction]) -> list[str]:
     """What a run recorded: a headline, one row per interaction, a total line.
 
-    Each row: method, URL, status, events (of any framing; "-" for a body that is no stream),
+    Each row: method, URL, status, events (of any framing, a WebSocket conversation's frames;
+    "-" for a body that is no stream),
     time to first token (`replay.inspect.timing.ttft`: the first text delta, else the first event;
     "-" for none) and duration. Reads only what the cassette holds, which is already
     redacted.
@@ -43,8 +45,8 @@ def summary_lines(path: Path, recorded: Sequence[Interaction]) -> list[str]:
         request, response = interaction.request, interaction.response
         events = _events(interaction)
         total_events += len(events or ())
-        total_bytes += len(response.body)
-        first = ttft(response) if events else None
+        total_bytes += len(response.body) + sum(len(f.data) for f in interaction.frames or ())
+        first = ttft(response) if events and interaction.frames is None else None
         rows.append(
             (
                 request.method,
@@ -68,6 +70,8 @@ def summary_lines(path: Path, recorded: Sequence[Interaction]) -> list[str]:
 
 
 def _events(interaction: Interaction) -> list[TimedEvent] | None:
+    if interaction.frames is not None:
+        return frame_events(interaction.frames)
     response = interaction.response
     if not is_stream(response):
         return None

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from replay.clock import SpeedLike, format_speed
+from replay.engine.conversation import ALLOWED_LEFTOVERS
 from replay.errors import ConfigurationError
 from replay.matching import DEFAULT_MATCH_ON
 from replay.run.descendants import Carrier, carry
@@ -42,6 +43,7 @@ __all__ = [
     "ENV_SPEED",
     "ENV_STATUS_FD",
     "ENV_UNCARRIED",
+    "ENV_WEBSOCKET_ALLOW",
     "LIBRARY",
     "SESSION_NAMES",
     "carry_session",
@@ -86,6 +88,9 @@ ENV_REDACT_QUERY = "REPLAY_REDACT_QUERY"
 """Query parameter (and body field) names redacted besides the defaults: a JSON list."""
 ENV_ALLOW_REPEATS = "REPLAY_ALLOW_REPEATS"
 """"1": one recorded interaction may answer several requests."""
+ENV_WEBSOCKET_ALLOW = "REPLAY_WEBSOCKET_ALLOW"
+"""What a WebSocket conversation may leave unconsumed (`websocket_allow`): a JSON list of
+frame kinds and event types, when not the default."""
 ENV_UNCARRIED = "REPLAY_UNCARRIED"
 """What of the parent's session could not be passed on by name (a `before_record` hook,
 matchers that are callables): a JSON list. A child given only the names refuses to record
@@ -107,6 +112,7 @@ SESSION_NAMES = (
     ENV_REDACT_HEADERS,
     ENV_REDACT_QUERY,
     ENV_ALLOW_REPEATS,
+    ENV_WEBSOCKET_ALLOW,
     ENV_UNCARRIED,
 )
 
@@ -185,6 +191,8 @@ def _option_settings(options: SessionOptions) -> dict[str, str]:
         settings[ENV_IGNORE_LOCALHOST] = "1"
     if options.allow_playback_repeats:
         settings[ENV_ALLOW_REPEATS] = "1"
+    if options.websocket_allow != ALLOWED_LEFTOVERS:
+        settings[ENV_WEBSOCKET_ALLOW] = json.dumps(sorted(options.websocket_allow))
     return settings
 
 
@@ -217,6 +225,9 @@ def options_from(environ: Mapping[str, str], given: object) -> SessionOptions:
         return attrs.evolve(given, record_mode=mode, speed=speed)
     match_on = _strings(environ.get(ENV_MATCH_ON) or "[]", ENV_MATCH_ON, "matcher names")
     keywords: dict[str, Any] = {"match_on": tuple(match_on)} if match_on else {}
+    if ENV_WEBSOCKET_ALLOW in environ:
+        allowed = _strings(environ[ENV_WEBSOCKET_ALLOW], ENV_WEBSOCKET_ALLOW, "frame kinds")
+        keywords["websocket_allow"] = frozenset(allowed)
     return SessionOptions(
         record_mode=mode,
         speed=speed,

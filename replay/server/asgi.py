@@ -212,6 +212,18 @@ def listen(port: int) -> socket.socket:
     return sock
 
 
+def _websocket_protocol() -> str:
+    """uvicorn's WebSocket implementation to use: the `websockets` library's (sans-I/O), else
+    wsproto's, else none (an upgrade is then answered as a plain request)."""
+    import importlib.util
+
+    from uvicorn.config import WS_PROTOCOLS
+
+    if importlib.util.find_spec("websockets") is not None:
+        return "websockets-sansio" if "websockets-sansio" in WS_PROTOCOLS else "websockets"
+    return "wsproto" if importlib.util.find_spec("wsproto") is not None else "none"
+
+
 def _not_a_drop_report(record: logging.LogRecord) -> bool:
     return record.getMessage() != _DROPPED
 
@@ -251,7 +263,7 @@ def run(app: App, sock: socket.socket, log: Log, start_line: str, request_timeou
     config = uvicorn.Config(
         Guarded(app, log),
         http=timed_protocol(request_timeout, log),  # h11 (pure Python; httptools is not used)
-        ws="none",
+        ws=_websocket_protocol(),  # WebSocket upgrades: `replay.server.websocket`
         lifespan="on",
         interface="asgi3",
         log_level="warning",

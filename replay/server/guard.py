@@ -86,7 +86,8 @@ def timed_protocol(timeout: float, log: Log) -> type[asyncio.Protocol]:
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
-            if self.conn.their_state in arriving:
+            upgraded = self.transport.get_protocol() is not self  # a WebSocket's now
+            if self.conn.their_state in arriving and not upgraded:
                 self._arm()  # (if not armed yet: the bound counts from the request's start)
             else:
                 self._disarm()  # all in (or refused): what follows is the answer's time

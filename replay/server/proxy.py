@@ -94,6 +94,8 @@ def _summary(interaction: Interaction) -> str:
         f"{request.method} {request.url}: {response.status}, "
         f"{count(response.chunks, 'chunk')}, {response.duration:.2f} s"
     )
+    if interaction.frames is not None:
+        text += f", {count(interaction.frames, 'frame')}"
     if response.end.error is not None:
         text += f", ended by {response.end.error}"
     elif response.end.truncated:
@@ -203,6 +205,9 @@ class ProxyApp:
         if scope["type"] == "lifespan":
             await lifespan(receive, send, lambda: self.client, self.aclose)
             return
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             return
         if not host_allowed(scope, frozenset()):  # a page through DNS rebinding: refused
@@ -228,6 +233,25 @@ class ProxyApp:
         finally:  # the client left, or the server is stopping: the recording stops here
             with anyio.CancelScope(shield=True):
                 await upstream.aclose()
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Relay a WebSocket upgrade and record it (`replay.server.websocket_proxy`)."""
+        from replay.server.websocket_proxy import relay
+
+        if not host_allowed(scope, frozenset()) or (await receive())["type"] != (
+            "websocket.connect"
+        ):
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        url = str(upstream_url(self.target, path_and_query(scope)))
+        _ = self.client  # (made at startup: its transport holds the tape)
+        if self._transport is None:
+            return
+        tape, subprotocols = self._transport.tape, list(scope.get("subprotocols") or [])
+        headers = decoded(scope["headers"])
+        await relay(
+            url, headers, subprotocols, receive, send, tape=tape, clock=self.clock, log=self.log
+        )
 
     async def _stream(self, upstream: httpx.Response, receive: Receive, send: Send) -> None:
         headers = passed_on(decoded(upstream.headers.raw))

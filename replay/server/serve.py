@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from replay.adapters.network import host_names
-from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, speed_of
+from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, factor_of, speed_of
 from replay.engine import (
     Data,
     End,
@@ -188,6 +188,9 @@ class ReplayApp:
         if scope["type"] == "lifespan":
             await lifespan(receive, send)
             return
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             return
         if not host_allowed(scope, self.allow_hosts):
@@ -215,6 +218,47 @@ class ReplayApp:
                 group.start_soon(cancel_on_disconnect, receive, group.cancel_scope)
                 await self._play(stepper, send, bodiless)
                 group.cancel_scope.cancel()
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer a WebSocket upgrade with a recorded conversation (`replay.server.websocket`)."""
+        from replay.server import websocket
+
+        if not host_allowed(scope, self.allow_hosts) or (await receive())["type"] != (
+            "websocket.connect"
+        ):
+            self.log("403: a WebSocket upgrade refused: Host names another server")
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        host, port = scope.get("server") or ("127.0.0.1", 0)
+        url = f"ws://{host}:{port}{path_and_query(scope)}"
+        request = Request(method="GET", url=url, headers=decoded(scope["headers"]))
+        try:
+            played = self.player.take(request)
+        except CassetteMismatchError as mismatch:
+            message = _served_mismatch(mismatch)
+            self.log("404: " + message.replace("\n", "\n  "))
+            await websocket.refuse(send, 404, message.encode(), [("content-type", "text/plain")])
+            return
+        response, shown = played.response, _path_of(self.player.redactor.url(url))
+        frames = self.cassette.interactions[played.index].frames
+        if response.status != 101 or frames is None:
+            self.log(f"GET {shown} (WebSocket): interaction {played.index}, {response.status}")
+            await websocket.refuse(send, response.status, response.body, response.headers)
+            return
+        self.log(f"GET {shown} (WebSocket): interaction {played.index}, {count(frames, 'frame')}")
+        conversation = await websocket.converse(
+            played,
+            self.player,
+            request,
+            receive,
+            send,
+            speed=factor_of(self.speed),  # (frames: a policy's `rest`)
+            clock=self.clock,
+            log=self.log,
+        )
+        left = conversation.leftovers()
+        if left:
+            self.log(f"GET {shown} (WebSocket) ended: {left.describe()}")
 
     async def _take(self, request: Request, send: Send) -> Played | None:
         """What answers `request`, logged; None when it was answered already: by a 404 when
