@@ -58,6 +58,7 @@ from replay.faults.types import (
     JSON_CONTENT,
     Cut,
     Fault,
+    Inside,
     Jitter,
     Outcome,
     Predicate,
@@ -90,15 +91,11 @@ __all__ = [
     "jitter",
     "parse",
     "rechunk",
-    "resplit",
     "resume",
     "slow",
     "stall",
     "status",
 ]
-
-#: Where inside an event a fault may fall (`inside=`).
-Inside = Literal["prelude", "headers", "payload"]
 
 
 def _target(index: int | None, where: Predicate | None) -> dict[str, Any]:

@@ -362,8 +362,7 @@ def play(
     """
     _interaction_at(cassette, index)
     factor = speed_of(speed)
-    played = Player(cassette, faults=faults).play(index)
-    response = played.response
+    response = (played := Player(cassette, faults=faults).play(index)).response
     if decode:
         response = _decoded(response)
     clock = MonotonicClock() if clock is None else clock
