@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from replay.adapters.playback import AsyncReplayTransport, ReplayTransport
     from replay.adapters.record import AsyncRecordingTransport, RecordingTransport
     from replay.clock import INSTANT, MonotonicClock, VirtualClock, parse_speed
+    from replay.clock.policy import SpeedPolicy
     from replay.clock.vtime import VirtualTime
     from replay.errors import (
         AmbiguousSessionError,
@@ -78,6 +79,7 @@ __all__ = [
     "ReplayTransport",
     "Request",
     "Response",
+    "SpeedPolicy",
     "StreamEnd",
     "TimedEvent",
     "UnplayedInteractionsWarning",
@@ -103,6 +105,7 @@ _LAZY: dict[str, str] = {
     "MonotonicClock": "replay.clock",
     "VirtualClock": "replay.clock",
     "parse_speed": "replay.clock",
+    "SpeedPolicy": "replay.clock.policy",
     "AmbiguousSessionError": "replay.errors",
     "CassetteFormatError": "replay.errors",
     "CassetteMismatchError": "replay.errors",

@@ -133,7 +133,7 @@ def test_a_schedule_is_an_immutable_value() -> None:
     assert schedule == Schedule(1.0, 2.0)
     assert hash(schedule) == hash(Schedule(1.0, 2.0))
     assert schedule != Schedule(1.0, 3.0)
-    assert repr(schedule) == "Schedule(start=1.0, speed=2.0)"
+    assert repr(schedule) == "Schedule(start=1.0, speed=2.0, policy=None)"
     assert pickle.loads(pickle.dumps(schedule)) == schedule
     with pytest.raises(AttributeError):
         schedule.speed = 3.0

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from replay.adapters.httpx import ahandle, handle, play_async, play_sync
-from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
+from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, speed_of
 from replay.engine.player import Played, Player
 from replay.errors import hide_for_replay_errors
 from replay.model import Request
@@ -45,7 +45,7 @@ class _Shell:
         clock: Clock | None = None,
         faults: Iterable[FaultLike] = (),
     ) -> None:
-        self.speed = parse_speed(speed)
+        self.speed = speed_of(speed)
         self.clock = clock or MonotonicClock()
         self.player = Player(cassette, redactor=redactor, faults=faults)
 
@@ -85,7 +85,8 @@ class ReplayTransport(_Shell, httpx.BaseTransport):
         cassette: the recorded interactions; each plays once, in order, unless the
             cassette allows repeats.
         speed: 1 = as recorded, 10 = ten times faster, "instant" (or math.inf) = no waiting;
-            "10x" style strings are accepted.
+            "10x" style strings are accepted; or a speed policy ("ttft=recorded,rest=instant",
+            a mapping, a `SpeedPolicy`: `replay.clock.policy`).
         redactor: applied to each request before matching (as it was before recording).
         clock: the clock to wait on (default: the real monotonic clock; a
             `replay.clock.vtime.VirtualTime` for virtual time, a `VirtualClock` in unit tests).

@@ -74,7 +74,8 @@ def add_verbs(verbs: Verbs) -> None:
         "--speed",
         default="instant",
         help="1, 10x, instant (default), or virtual: as recorded, without waiting, on the "
-        "program's virtual clocks",
+        "program's virtual clocks; or a policy: 'ttft=recorded,rest=instant' (with "
+        "'virtual,' first: on virtual clocks)",
     )
     add_fault_option(run)
     add_ignore_options(run)

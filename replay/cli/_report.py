@@ -5,8 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from replay.cli._args import CASSETTE_HELP, Command, Verbs, load_cassette, verb
+from replay.cli._args import (
+    CASSETTE_HELP,
+    Command,
+    Verbs,
+    add_fault_option,
+    load_cassette,
+    verb,
+)
+
+if TYPE_CHECKING:
+    from replay.store.cassette import Cassette
 
 __all__ = ["COMMANDS", "add_verbs"]
 
@@ -40,6 +51,14 @@ def add_verbs(verbs: Verbs) -> None:
     report.add_argument(
         "-i", "--interaction", type=int, default=None, metavar="N", help="only interaction N"
     )
+    report.add_argument(
+        "--speed",
+        default=None,
+        metavar="SPEC",
+        help="compare CASSETTE with itself as played at this speed or policy (and --fault), "
+        "before any run, e.g. 'ttft=recorded,rest=instant'",
+    )
+    add_fault_option(report)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -51,6 +70,8 @@ def _report(args: argparse.Namespace) -> int:
     a = load_cassette(args.cassette)
     b = None if args.cassette_b is None else load_cassette(args.cassette_b)
     names = [str(args.cassette)] + ([] if b is None else [str(args.cassette_b)])
+    if args.speed is not None or args.faults:
+        b, names = _played(args, a, b, names)
     page = report(a, b, names=names, interaction=args.interaction).encode("utf-8")
     if str(args.output) == "-":
         sys.stdout.buffer.write(page)
@@ -61,6 +82,27 @@ def _report(args: argparse.Namespace) -> int:
     plural = "" if count == 1 else "s"
     print(f"wrote {args.output}: {count} interaction{plural}, {len(page):,} bytes", file=sys.stderr)
     return 0
+
+
+def _played(
+    args: argparse.Namespace, a: Cassette, b: Cassette | None, names: list[str]
+) -> tuple[Cassette, list[str]]:
+    """CASSETTE as it will be played at --speed under --fault, as the second cassette."""
+    from replay.clock import format_speed, speed_of
+    from replay.errors import ConfigurationError
+    from replay.inspect.played import played_cassette
+
+    if b is not None:
+        raise ConfigurationError(
+            "--speed and --fault compare CASSETTE with itself as played: give one cassette"
+        )
+    speed = args.speed or "1"
+    played = played_cassette(a, speed, faults=args.faults)
+    faulted = " under faults" if args.faults else ""
+    return played, [
+        *names,
+        f"{args.cassette} played at speed {format_speed(speed_of(speed))!r}{faulted}",
+    ]
 
 
 COMMANDS: dict[str, Command] = {"report": _report}

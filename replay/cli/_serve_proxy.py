@@ -23,7 +23,9 @@ def add_verbs(verbs: Verbs) -> None:
     )
     serve.add_argument("cassette", type=Path, metavar="CASSETTE", help=CASSETTE_HELP)
     serve.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any)")
-    serve.add_argument("--speed", default="1", help="1 (default), 10x, instant")
+    serve.add_argument(
+        "--speed", default="1", help="1 (default), 10x, instant, or a policy: 'max_gap=0.05'"
+    )
     serve.add_argument("--repeat", action="store_true", help="let interactions play again")
     serve.add_argument(
         "--allow-host",

@@ -38,6 +38,14 @@ def add_verbs(verbs: Verbs) -> None:
         help="a sparkline of each interaction's chunk arrivals, with TTFB, TTFT, duration",
     )
     show.add_argument(
+        "--speed",
+        default=None,
+        metavar="SPEC",
+        help="--timeline: also the times played at this speed or policy, before any run "
+        "(e.g. 'ttft=recorded,rest=instant', '10x,max_gap=0.05')",
+    )
+    add_fault_option(show)
+    show.add_argument(
         "--width",
         type=_width,
         default=None,
@@ -55,7 +63,11 @@ def add_verbs(verbs: Verbs) -> None:
     )
     play.add_argument("cassette", type=Path, metavar="CASSETTE", help=CASSETTE_HELP)
     play.add_argument("-i", "--interaction", type=int, default=0, metavar="N", help="index (0)")
-    play.add_argument("--speed", default="1", help="1 (default), 10x, instant")
+    play.add_argument(
+        "--speed",
+        default="1",
+        help="1 (default), 10x, instant, or a policy: 'ttft=recorded,rest=10x'",
+    )
     add_fault_option(play)
 
 
@@ -71,6 +83,10 @@ def _width(value: str) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from replay.errors import ConfigurationError
+
+    if (args.speed is not None or args.faults) and not args.timeline:
+        raise ConfigurationError("--speed and --fault go with --timeline")
     several = len(args.cassettes) > 1
     for number, path in enumerate(args.cassettes):
         if several:
@@ -97,6 +113,10 @@ def _show_one(args: argparse.Namespace, path: Path) -> None:
         text = describe.raw(cassette)
     elif args.json:
         text = describe.to_json(cassette)
+    elif args.timeline and (args.speed is not None or args.faults):
+        from replay.inspect.played import played_timeline
+
+        text = played_timeline(cassette, args.speed or "1", faults=args.faults)
     elif args.timeline:
         text = describe.timeline(cassette)
     else:

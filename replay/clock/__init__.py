@@ -1,7 +1,9 @@
 """Speed, clocks and the replay schedule.
 
 A recorded chunk `at` seconds after the request was sent is due at the absolute deadline
-`t_send + at / speed`. Waiting for absolute deadlines, rather than sleeping each recorded gap,
+`t_send + at / speed`; under a speed policy (`replay.clock.policy`: the time to first token
+as recorded, gaps capped, per-phase factors, seeded jitter), at `t_send` plus the time the
+policy maps `at` to. Waiting for absolute deadlines, rather than sleeping each recorded gap,
 keeps the error of one late wake-up from adding up over a long stream. The schedule is pure:
 it reads a clock and says how long to wait; the sync and async streams do the waiting.
 """
@@ -11,13 +13,15 @@ from __future__ import annotations
 import math
 import numbers
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol, Union
 
 from replay.clock import waits
 from replay.clock.frozen import Frozen
 from replay.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from replay.clock.policy import SpeedPolicy
     from replay.clock.virtual import VirtualClock
 
 __all__ = [
@@ -26,10 +30,14 @@ __all__ = [
     "Clock",
     "MonotonicClock",
     "Schedule",
+    "Speed",
+    "SpeedLike",
     "VirtualClock",
+    "factor_of",
     "format_speed",
     "parse_speed",
     "seconds",
+    "speed_of",
 ]
 
 #: The speed of "no waiting at all".
@@ -40,10 +48,37 @@ INSTANT = math.inf
 #: what `time.sleep` takes (some 292 years), where `1e-300` would overflow every wait.
 MIN_SPEED = 0.001
 
-SpeedLike = float | int | str
+#: What a speed may be given as: a factor (1, 10.0, "10x", "instant"), a policy's spec
+#: ("ttft=recorded,rest=instant"), a mapping of its keys, or a `SpeedPolicy`.
+SpeedLike = Union[float, int, str, Mapping[str, object], "SpeedPolicy"]
+#: A speed as replay uses it: a factor, or a policy that is more than one.
+Speed = Union[float, "SpeedPolicy"]
 
 
-def parse_speed(value: SpeedLike) -> float:
+def speed_of(value: SpeedLike) -> Speed:
+    """A factor (`parse_speed`), or a speed policy from its spec, a mapping of its keys or a
+    `SpeedPolicy` (`replay.clock.policy`); a policy that is only a factor is that factor.
+
+    Raises:
+        ConfigurationError: a bad factor or policy, in one line.
+    """
+    if isinstance(value, str) and "=" not in value and "," not in value:
+        return parse_speed(value)
+    if isinstance(value, (int, float)):
+        return parse_speed(value)
+    from replay.clock.policy import SpeedPolicy, parse_policy
+
+    if isinstance(value, SpeedPolicy):
+        policy = value
+    elif isinstance(value, (str, Mapping)):
+        policy = parse_policy(value)
+    else:
+        raise ConfigurationError(f"speed must be a number, 'instant' or a policy, not {value!r}")
+    factor = policy.factor
+    return policy if factor is None else factor
+
+
+def parse_speed(value: float | int | str) -> float:
     """A speed factor from `1`, `10.0`, `"10x"`, `"0.5x"`, `"instant"` or `math.inf`.
 
     Raises:
@@ -89,8 +124,16 @@ def seconds(value: object, name: str) -> float:
     return float(value)
 
 
-def format_speed(speed: float) -> str:
-    """`"instant"` or `"10x"`: the inverse of `parse_speed`, for messages."""
+def factor_of(speed: Speed) -> float:
+    """The one factor of `speed`: itself, or a policy's `rest` (what plays by a factor
+    alone under a policy: WebSocket frames)."""
+    return speed if isinstance(speed, (int, float)) else speed.rest
+
+
+def format_speed(speed: Speed) -> str:
+    """`"instant"`, `"10x"` or a policy's spec: the inverse of `speed_of`, for messages."""
+    if not isinstance(speed, (int, float)):
+        return str(speed)
     return "instant" if math.isinf(speed) else f"{speed:g}x"
 
 
@@ -133,28 +176,34 @@ class Schedule(Frozen):
     Args:
         start: the clock reading when the request was sent.
         speed: the speed factor (finite and positive; instant replay has no schedule).
+        policy: a speed policy that is more than a factor: the Stepper then plays each step
+            at the time `policy.timeline` maps it to (`speed` is then its `rest`).
     """
 
     # (A plain immutable class, not attrs: instant replay never even makes one.)
-    __slots__ = ("speed", "start")
-    FIELDS = ("start", "speed")
+    __slots__ = ("policy", "speed", "start")
+    FIELDS = ("start", "speed", "policy")
 
     start: float
     speed: float
+    policy: SpeedPolicy | None
 
-    def __init__(self, start: float, speed: float) -> None:
+    def __init__(self, start: float, speed: float, policy: SpeedPolicy | None = None) -> None:
         if not speed >= MIN_SPEED:  # (NaN too): slower, a wait could overflow
             raise ValueError(f"'speed' must be >= {MIN_SPEED:g}: {speed!r}")
         object.__setattr__(self, "start", start)
         object.__setattr__(self, "speed", speed)
+        object.__setattr__(self, "policy", policy)
 
     @classmethod
-    def starting_now(cls, speed: float, clock: Clock) -> Schedule | None:
+    def starting_now(cls, speed: Speed, clock: Clock) -> Schedule | None:
         """The schedule of a response whose request is sent now, or None at instant speed
         (no schedule: no waiting and no clock reads)."""
-        if math.isinf(speed):
-            return None
-        return cls(start=clock.now(), speed=speed)
+        if isinstance(speed, (int, float)):
+            if math.isinf(speed):
+                return None
+            return cls(start=clock.now(), speed=speed)
+        return cls(start=clock.now(), speed=factor_of(speed), policy=speed)
 
     def deadline(self, at: float) -> float:
         """The clock reading at which recorded time `at` is due."""

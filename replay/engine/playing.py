@@ -61,7 +61,11 @@ class Replay:
         if played.stall_steps:
             timeouts = steps.read_timeouts(played.response, played.stall_steps, read_timeout)
         stepper: Stepper = steps.Stepper(
-            played.response, self.schedule, timeouts=timeouts, read_timeout=read_timeout
+            played.response,
+            self.schedule,
+            timeouts=timeouts,
+            read_timeout=read_timeout,
+            salt=played.index,
         )
         return stepper
 

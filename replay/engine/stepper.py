@@ -3,8 +3,10 @@
 A replayed response is a sequence of steps: its status line and headers (`Head`), each body
 chunk (`Data`), then its recorded end (`End`: EOF, or the name of the error that ended it),
 each due at its recorded time. Step `i` is due at the absolute deadline
-`start + at_i / speed`, so one late wake-up never adds up over a long stream. At instant
-speed there is no schedule: every step is due at once and no clock is read.
+`start + at_i / speed`, so one late wake-up never adds up over a long stream; under a speed
+policy (`replay.clock.policy`), at `start` plus the time the policy plays step `i` at (its
+`timeline`, taken once for the response). At instant speed there is no schedule: every step
+is due at once and no clock is read.
 
 The Stepper is pure: it neither reads a clock nor waits. Each shell (sync and async
 transports, `replay serve`, `replay play`) asks `next(now)` and gets either the step, or
@@ -19,12 +21,16 @@ client's read timeout when the client asks for it is `End("ReadTimeout")` too, d
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
 from replay.clock import Clock, Schedule
 from replay.engine.ends import TIMEOUT_NAME
-from replay.model import Response
+from replay.model import Chunks, Response
+
+if TYPE_CHECKING:
+    from replay.clock.policy import SpeedPolicy
 
 __all__ = [
     "GAP_TIMEOUT_MESSAGE",
@@ -35,7 +41,9 @@ __all__ = [
     "Step",
     "Stepper",
     "Wait",
+    "played_times",
     "read_timeouts",
+    "recorded_steps",
 ]
 
 #: The message of the ReadTimeout a stall raises.
@@ -108,6 +116,7 @@ class Stepper:
         read_timeout: the client's read timeout (clock seconds; None: none): with a
             schedule, a step further away than this when asked for ends the response as
             the library's ReadTimeout, that long after the ask.
+        salt: what a policy's jitter draws from with its seed (the interaction's position).
     """
 
     __slots__ = (
@@ -115,6 +124,7 @@ class Stepper:
         "_give_up",
         "_next",
         "_payloads",
+        "_played",
         "_timeouts",
         "_times",
         "closed",
@@ -131,6 +141,7 @@ class Stepper:
         *,
         timeouts: dict[int, float] | None = None,
         read_timeout: float | None = None,
+        salt: int = 0,
     ) -> None:
         self.response = response
         self.schedule = schedule
@@ -144,6 +155,10 @@ class Stepper:
         self._next = -1  # -1: the headers; 0.._count-1: chunks; _count: the end; past: done
         self.read_timeout = None if schedule is None else read_timeout
         self._give_up: float | None = None  # the clock reading at which the read times out
+        #: Under a policy, when each step plays (seconds since the send; the headers first).
+        self._played: list[float] | None = None
+        if schedule is not None and schedule.policy is not None:
+            self._played = played_times(response, schedule.policy, self._timeouts, salt)
 
     @property
     def finished(self) -> bool:
@@ -185,7 +200,10 @@ class Stepper:
         assert self.schedule is not None
         if self._give_up is not None:
             return Wait(self._give_up - now) if now < self._give_up else None
-        delay = self.schedule.delay(self._at(index), now)
+        if self._played is None:
+            delay = self.schedule.delay(self._at(index), now)
+        else:
+            delay = self.schedule.start + self._played[index + 1] - now
         if delay <= 0:
             return None
         timeout = self.read_timeout
@@ -216,6 +234,52 @@ class Stepper:
         if self._timeouts:
             return self._timeouts.get(index, at)
         return at
+
+
+def recorded_steps(response: Response, timeouts: dict[int, float] | None = None) -> list[float]:
+    """The recorded time of each step of `response` (its headers, each chunk, its end), a
+    stall's read timeout in place of the step it ends (`read_timeouts`)."""
+    times = [response.headers_at, *response.chunks.times, response.end.at]
+    for step, at in (timeouts or {}).items():
+        times[step + 1] = at
+    return times
+
+
+def played_times(
+    response: Response, policy: SpeedPolicy, timeouts: dict[int, float] | None = None, salt: int = 0
+) -> list[float]:
+    """When each step of `response` plays under `policy` (seconds since the send; the
+    headers, each chunk, the end), `salt` drawn from by its jitter: what the Stepper waits
+    for, and what `replay show --timeline` draws."""
+    ttft = first = None
+    if policy.needs_ttft or policy.needs_first_event:
+        from replay.inspect import timing  # (only for a policy that needs the events)
+
+        try:
+            ttft = _first_token(response) if policy.needs_ttft else None
+            first = timing.first_event(response) if policy.needs_first_event else None
+        except ValueError:  # a body that does not decode: no events (the first chunk's time)
+            pass
+    times = recorded_steps(response, timeouts)
+    return policy.timeline(times, ttft=ttft, first_event=first, salt=salt)
+
+
+def _first_token(response: Response) -> float | None:
+    """`replay.inspect.timing.ttft(response)`, reading no more of a long stream than it
+    must: the events of its first 64 chunks, then 4 times more, until a token is found."""
+    from replay.inspect import timing
+
+    chunks, size = response.chunks, 64
+    while size < len(chunks):
+        start = Chunks(chunks.times[:size], chunks.payloads[:size])
+        try:
+            tokens = timing.token_events(attrs.evolve(response, chunks=start))
+        except ValueError:  # (a compressed body cut short): read the whole
+            break
+        if tokens:
+            return tokens[0].at
+        size *= 4
+    return timing.ttft(response)
 
 
 def step_sync(stepper: Stepper, clock: Clock) -> Step:

@@ -53,10 +53,12 @@ from typing import Any, Literal, Union
 from replay.errors import ConfigurationError
 from replay.faults.frames import close, delay
 from replay.faults.reshape import INSIDE
+from replay.faults.resplit import resplit  # (the same bytes split where parsers break)
 from replay.faults.types import (
     JSON_CONTENT,
     Cut,
     Fault,
+    Inside,
     Jitter,
     Outcome,
     Predicate,
@@ -94,9 +96,6 @@ __all__ = [
     "stall",
     "status",
 ]
-
-#: Where inside an event a fault may fall (`inside=`).
-Inside = Literal["prelude", "headers", "payload"]
 
 
 def _target(index: int | None, where: Predicate | None) -> dict[str, Any]:
@@ -276,6 +275,7 @@ _FACTORIES: dict[str, Callable[..., Fault]] = {
     "stall": stall,
     "status": status,
     "rechunk": rechunk,
+    "resplit": resplit,
     "resume": resume,
     "slow": slow,
     "jitter": jitter,

@@ -23,6 +23,7 @@ __all__ = [
     "JSON_CONTENT",
     "Cut",
     "Fault",
+    "Inside",
     "Jitter",
     "Outcome",
     "Predicate",
@@ -37,6 +38,8 @@ __all__ = [
 ]
 
 Predicate = Callable[[Request], bool]
+#: Where inside an event a fault may fall (`inside=`).
+Inside = Literal["prelude", "headers", "payload"]
 
 
 @attrs.frozen(kw_only=True)

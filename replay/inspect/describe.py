@@ -19,7 +19,7 @@ from typing import BinaryIO
 import attrs
 
 from replay import framing
-from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
+from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, speed_of
 from replay.dialects import closed_after_end
 from replay.dialects.texts import event_pieces
 from replay.engine import Data, End, Player, Stepper, step_sync
@@ -361,12 +361,12 @@ def play(
         ConfigurationError: no interaction `index`, a bad speed or fault.
     """
     _interaction_at(cassette, index)
-    factor = parse_speed(speed)
-    response = Player(cassette, faults=faults).play(index).response
+    factor = speed_of(speed)
+    response = (played := Player(cassette, faults=faults).play(index)).response
     if decode:
         response = _decoded(response)
     clock = MonotonicClock() if clock is None else clock
-    stepper = Stepper(response, Schedule.starting_now(factor, clock))
+    stepper = Stepper(response, Schedule.starting_now(factor, clock), salt=played.index)
     while True:
         step = step_sync(stepper, clock)
         if isinstance(step, Data):

@@ -74,6 +74,9 @@ def explain_failure(item: pytest.Item, session: CassetteSession, report: Any, sh
     message left out when the report already shows it: `shown`, the error it shows)."""
     if session.options.faults:
         report.sections.append(_fault_report(session))
+    policy = session.speed_note()
+    if policy is not None:
+        report.sections.append(("replay: speed policy", policy))
     if not session.mismatches:
         return
     lines = [str(error) for error in session.mismatches if error is not shown]

@@ -234,14 +234,11 @@ def _check_settings(config: pytest.Config) -> None:
 
 
 def _check_speed(origin: str, speed: str) -> None:
-    from replay.clock import parse_speed
     from replay.errors import ConfigurationError
-    from replay.session.args import VIRTUAL
+    from replay.session.args import session_speed
 
-    if speed.strip().lower() == VIRTUAL:
-        return
     try:
-        parse_speed(speed)
+        session_speed(speed)
     except ConfigurationError as error:
         raise pytest.UsageError(f"{origin}: {error}") from None
 

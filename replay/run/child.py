@@ -27,22 +27,21 @@ from __future__ import annotations
 import collections
 import functools
 import os
+import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from replay.adapters.network import program_block
-from replay.clock import format_speed, parse_speed
 from replay.errors import ConfigurationError
 from replay.faults import Fault, coerce
 from replay.model import Interaction
 from replay.run.report import Reach, StatusLine, is_terminal, summary_lines
-from replay.run.settings import SESSION_NAMES
+from replay.run.settings import SESSION_NAMES, speed_text
 from replay.run.site import HOOK_DIRECTORY, settings_environment
 from replay.run.site.parts import PartsDirectory, recover
 from replay.run.supervise import Signals, run_program
-from replay.session.lifecycle import VIRTUAL
 from replay.store.atomic import check_saveable
 from replay.store.file import load_interactions
 
@@ -112,6 +111,17 @@ def record_command(
         if not recorded:  # (a program killed before its exit recorded, yet never said so)
             _say_if_unreached(reach, stream)
     return _exit_status(code, signals)
+
+
+def _say_after_run(reach: Reach, code: int, chosen: tuple[str, list[str]], stream: TextIO) -> None:
+    """What was not reached; after a failed run under faults or a seeded policy, the options
+    (`chosen`: the speed and the faults, seeds included) that replay the same streams."""
+    _say_if_unreached(reach, stream)
+    speed, faults = chosen
+    if code and (faults or "seed=" in speed):
+        options = [f"--speed {shlex.quote(speed)}"]
+        options += [f"--fault {shlex.quote(fault)}" for fault in faults]
+        print(f"replay run: the program failed under {' '.join(options)}", file=stream)
 
 
 def _record(
@@ -203,8 +213,8 @@ def replay_command(
         cassette,
         (block_network, allowed_hosts),
         record_mode=mode,
-        speed=_speed_text(speed),
-        faults=_fault_specs(faults),
+        speed=(chosen := speed_text(speed)),  # (a seed=random is drawn here, once)
+        faults=(specs := _fault_specs(faults)),
         ignore_hosts=ignore_hosts,
         ignore_localhost=ignore_localhost,
     )
@@ -216,7 +226,7 @@ def replay_command(
         code = run_program(program, environment, None, signals)
         if mode != "none":
             _print_new(cassette, before, stream)
-        _say_if_unreached(reach, stream)
+        _say_after_run(reach, code, (chosen, specs), stream)
     return _exit_status(code, signals)
 
 
@@ -262,12 +272,6 @@ def _say_if_unreached(reach: Reach, stream: TextIO) -> None:
 
 
 # -- running the program ---------------------------------------------------------------------
-
-
-def _speed_text(speed: str) -> str:
-    if speed.strip().lower() == VIRTUAL:
-        return VIRTUAL
-    return format_speed(parse_speed(speed))
 
 
 def _fault_specs(faults: Sequence[str | Fault]) -> list[str]:

@@ -18,11 +18,12 @@ from typing import Any
 
 import attrs
 
-from replay.clock import SpeedLike, format_speed, parse_speed
+from replay.clock import SpeedLike, format_speed
 from replay.engine.conversation import ALLOWED_LEFTOVERS
 from replay.errors import ConfigurationError
 from replay.matching import DEFAULT_MATCH_ON
 from replay.run.descendants import Carrier, carry
+from replay.session.args import session_speed
 from replay.session.options import SessionOptions, redactor_for
 
 __all__ = [
@@ -121,9 +122,10 @@ ARRIVE = "replay.run.site:arrive"
 
 def speed_text(speed: SpeedLike) -> str:
     """A speed as `ENV_SPEED` holds it."""
-    if isinstance(speed, str) and speed.strip().lower() == "virtual":
-        return "virtual"
-    return format_speed(parse_speed(speed))
+    virtual, played = session_speed(speed)
+    if virtual:  # as recorded, or a policy, on virtual time
+        return "virtual" if played == 1.0 else f"virtual,{format_speed(played)}"
+    return format_speed(played)
 
 
 def settings_environment(

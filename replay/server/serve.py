@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from replay.adapters.network import host_names
-from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, parse_speed
+from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, factor_of, speed_of
 from replay.engine import (
     Data,
     End,
@@ -152,7 +152,8 @@ class ReplayApp:
 
     Args:
         cassette: the interactions to serve, e.g. `Cassette.load(path, match_on=SERVE_MATCH_ON)`.
-        speed: 1 = as recorded, 10 = ten times faster, "instant" = no waiting.
+        speed: 1 = as recorded, 10 = ten times faster, "instant" = no waiting, or a speed
+            policy (`replay.clock.policy`).
         redactor: applied to each request before matching, as it was before recording.
         clock: the clock to wait on (default: the real monotonic clock).
         faults: `replay.faults` values or specs applied to what is served.
@@ -176,7 +177,7 @@ class ReplayApp:
         self.cassette = cassette
         #: Host header names served besides the loopback ones (DNS rebinding is refused).
         self.allow_hosts = host_names(allow_hosts)
-        self.speed = parse_speed(speed)
+        self.speed = speed_of(speed)
         self.clock = clock or MonotonicClock()
         self.player = Player(cassette, redactor=redactor, faults=faults)
         self.log = log
@@ -210,7 +211,7 @@ class ReplayApp:
         played = await self._take(request, send)
         if played is None:
             return
-        stepper = Stepper(played.response, schedule)
+        stepper = Stepper(played.response, schedule, salt=played.index)
         bodiless = _bodiless(request.method, played.response.status) is not None
         async with anyio.create_task_group() as group:
             with self.in_flight.tracking(group.cancel_scope):
@@ -251,7 +252,7 @@ class ReplayApp:
             request,
             receive,
             send,
-            speed=self.speed,
+            speed=factor_of(self.speed),  # (frames: a policy's `rest`)
             clock=self.clock,
             log=self.log,
         )
@@ -325,7 +326,8 @@ def serve(
     Args:
         cassette_path: the cassette to answer from.
         port: the port to listen on; 0 picks a free one (the start line tells which).
-        speed: 1 = as recorded, 10 = ten times faster, "instant" = no waiting.
+        speed: 1 = as recorded, 10 = ten times faster, "instant" = no waiting, or a speed
+            policy (`replay.clock.policy`).
         repeat: let an interaction answer more than once.
         faults: faults (or specs such as "cut(after_events=3)") applied to what is served.
         allow_hosts: `Host` names served besides the loopback ones.
@@ -339,7 +341,7 @@ def serve(
         CassetteFormatError, OSError: the cassette cannot be read, or the port is taken.
     """
     require_uvicorn()
-    factor = parse_speed(speed)
+    factor = speed_of(speed)
     chosen = coerce(faults)
     timeout = check_request_timeout(request_timeout)
     cassette = Cassette.load(cassette_path, match_on=SERVE_MATCH_ON, allow_playback_repeats=repeat)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeGuard
 
-from replay.clock import INSTANT, Clock, MonotonicClock, SpeedLike, parse_speed
+from replay.clock import INSTANT, Clock, MonotonicClock, Speed, SpeedLike, speed_of
 from replay.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ __all__ = [
     "ignored_hosts",
     "is_virtual",
     "on_virtual_time",
+    "session_speed",
 ]
 
 #: The speed that replays as recorded on virtual time.
@@ -71,7 +72,7 @@ def ignored_hosts(hosts: frozenset[str], localhost: bool) -> frozenset[str]:
 #: (speed "virtual"), the speed factor, the clock replay waits on, and the clock recordings
 #: stamp chunks with (None: the default). A plain tuple: a NamedTuple's class costs ~0.3 ms
 #: to make, in the first cassette's import.
-Clocks = tuple[bool, float, Clock, Clock | None]
+Clocks = tuple[bool, Speed, Clock, Clock | None]
 
 
 def clocks_for(speed: SpeedLike, given: Clock | None) -> Clocks:
@@ -85,24 +86,47 @@ def clocks_for(speed: SpeedLike, given: Clock | None) -> Clocks:
             raise ConfigurationError("speed 'virtual' brings its own clock: do not pass clock=")
         from replay.clock.vtime import RealClock, VirtualTime
 
-        _ready_to_wait()
+        policy = session_speed(speed)[1]
+        _ready_to_wait(policy)
         # Recordings stamp real time, even in a virtual-time session.
-        return True, 1.0, VirtualTime(), RealClock()
-    factor = parse_speed(speed)
+        return True, policy, VirtualTime(), RealClock()
+    factor = speed_of(speed)
     if factor != INSTANT:
-        _ready_to_wait()
+        _ready_to_wait(factor)
     return False, factor, given or MonotonicClock(), None
 
 
-def _ready_to_wait() -> None:
-    """Import now what a replay that waits needs (its Stepper), so that nothing is imported
-    between a request's start and its first wait: the first replay of a process on time."""
-    import replay.engine.stepper  # noqa: F401
+def _ready_to_wait(speed: Speed) -> None:
+    """Import now what a replay that waits needs (its Stepper; the dialects, for a policy
+    that keeps the time to first token), so that nothing is imported between a request's
+    start and its first wait: the first replay of a process on time."""
+    import replay.engine.stepper
+
+    if not isinstance(speed, (int, float)) and (speed.needs_ttft or speed.needs_first_event):
+        import replay.dialects.texts
+        import replay.inspect.timing  # noqa: F401
 
 
 def is_virtual(speed: SpeedLike) -> bool:
-    """Whether `speed` asks for replay as recorded on virtual time."""
-    return isinstance(speed, str) and speed.strip().lower() == VIRTUAL
+    """Whether `speed` asks for replay on virtual time: "virtual", alone or as an item of a
+    speed policy ("virtual,ttft=recorded,rest=instant")."""
+    if not isinstance(speed, str):
+        return False
+    return VIRTUAL in (item.strip().lower() for item in speed.split(","))
+
+
+def session_speed(speed: SpeedLike) -> tuple[bool, Speed]:
+    """Whether `speed` asks for virtual time, and the speed played (on virtual time: as
+    recorded, or the policy given with "virtual").
+
+    Raises:
+        ConfigurationError: a bad speed or policy.
+    """
+    if not is_virtual(speed):
+        return False, speed_of(speed)
+    assert isinstance(speed, str)
+    items = [item for item in speed.split(",") if item.strip().lower() != VIRTUAL]
+    return True, speed_of(",".join(items)) if items else 1.0
 
 
 def on_virtual_time(clock: Clock) -> TypeGuard[VirtualTime]:

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from replay.adapters import httpx as _httpx
 from replay.adapters import patch
-from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike
+from replay.clock import Clock, MonotonicClock, Schedule, SpeedLike, format_speed
 from replay.engine.conversation import ALLOWED_LEFTOVERS
 from replay.engine.modes import (
     RECORD_MODES,
@@ -117,7 +117,9 @@ class CassetteSession(SeenInUse, ChildProcessSide):
         self.virtual_time = virtual
         #: What recordings stamp chunks with: real time, even in a virtual-time session.
         self.record_clock = record_clock
-        self._speed_used = speed
+        # (a policy's spec: a seed drawn at random is carried into child processes as drawn)
+        policy = not virtual and not isinstance(self.speed, (int, float))
+        self._speed_used = format_speed(self.speed) if policy else speed
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -139,6 +141,7 @@ class CassetteSession(SeenInUse, ChildProcessSide):
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        self.note_failure(exc)
         self._leave(finish_wait(self.options.finish_timeout))
 
     async def __aenter__(self) -> Cassette:
@@ -150,6 +153,7 @@ class CassetteSession(SeenInUse, ChildProcessSide):
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        self.note_failure(exc)
         patch.uninstall(self)
         await finish_async(self._tape, self.options.finish_timeout)
         self._leave(0.0)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from replay.clock import Clock, SpeedLike, parse_speed, seconds
+from replay.clock import Clock, SpeedLike, seconds
 from replay.engine.conversation import ALLOWED_LEFTOVERS
 from replay.engine.modes import RecordMode
 from replay.engine.modes import check as check_mode
@@ -21,7 +21,7 @@ from replay.errors import ConfigurationError
 from replay.matching import DEFAULT_MATCH_ON, Matcher, MatchIndex, MatchOn
 from replay.model import Interaction
 from replay.redact.redactor import Redactor
-from replay.session.args import faults_of, host_names_of, is_virtual
+from replay.session.args import faults_of, host_names_of, session_speed
 
 if TYPE_CHECKING:
     from replay.faults import Fault, FaultLike
@@ -52,8 +52,8 @@ def _record_mode(value: RecordMode | str | None) -> RecordMode | str | None:
 
 def _speed(value: SpeedLike | None) -> SpeedLike | None:
     """`value` as given, once it is known to be a speed (None: the run's default)."""
-    if value is not None and not is_virtual(value):
-        parse_speed(value)
+    if value is not None:
+        session_speed(value)
     return value
 
 
@@ -97,7 +97,8 @@ class SessionOptions:
     #: pytest, `--replay-speed` or the ini file's is the default); "virtual": as recorded on
     #: virtual time — no waiting, yet `time.monotonic`, `perf_counter`, `time` and asyncio's
     #: loop time move by the recorded gaps while the session is active (see `replay.clock.vtime`
-    #: for how, and its limits).
+    #: for how, and its limits); or a speed policy: "ttft=recorded,rest=instant", a mapping of
+    #: its keys, a `SpeedPolicy` (`replay.clock.policy`), "virtual,..." for one on virtual time.
     speed: SpeedLike | None = attrs.field(default=None, converter=_speed)
     #: The clock replay waits on (a `VirtualClock` in tests of timing logic).
     clock: Clock | None = None

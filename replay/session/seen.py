@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from replay.clock import Speed
     from replay.engine.player import Player
     from replay.engine.recorder import Tape
     from replay.errors import CassetteMismatchError
@@ -25,6 +26,7 @@ class SeenInUse:
     its mismatches, and its recordings' warnings."""
 
     options: SessionOptions
+    speed: Speed
     _player: Player | None
     _last_player: Player | None
     _tape: Tape | None
@@ -70,3 +72,25 @@ class SeenInUse:
         them (an SDK may wrap or retry): the pytest plugin reports them on failure."""
         player = self._player or self._last_player
         return player.mismatches if player is not None else []
+
+    def speed_note(self) -> str | None:
+        """The speed policy, when it draws from a seed (jitter): what replays the same times."""
+        speed = self.speed
+        if isinstance(speed, (int, float)) or speed.jitter is None:
+            return None
+        return f"speed policy {speed} (seed {speed.seed}: the same spec replays the same times)"
+
+    def note_failure(self, error: BaseException | None) -> None:
+        """Add to `error` (None: none), leaving the session, the faults it injected and its
+        seeded speed policy: their specs, seeds included, replay the same stream."""
+        if error is None:
+            return
+        lines = []
+        if self.options.faults:
+            lines += [f"{fault!r}: {fault.describe()}" for fault in self.injector.injected()]
+        note = self.speed_note()
+        if note is not None:
+            lines.append(note)
+        add_note = getattr(error, "add_note", None)  # (Python 3.11 on)
+        if lines and add_note is not None:
+            add_note("replay: " + "\nreplay: ".join(lines))
