@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-__all__ = ["replay_bytes", "replay_text"]
+__all__ = ["read_pty", "replay_bytes", "replay_text"]
 
 
 def replay_text(
@@ -33,3 +35,20 @@ def replay_bytes(*args: str, cwd: Path | None = None) -> subprocess.CompletedPro
         check=False,
         cwd=cwd,
     )
+
+
+def read_pty(fd: int, deadline: float) -> str:
+    """Everything written to a pty until its last writer closes it."""
+    data = b""
+    try:
+        while time.monotonic() < deadline:
+            try:
+                piece = os.read(fd, 4096)
+            except OSError:  # EIO: every writer is gone (Linux)
+                break
+            if not piece:
+                break
+            data += piece
+    finally:
+        os.close(fd)
+    return data.decode(errors="replace")

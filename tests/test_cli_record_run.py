@@ -23,6 +23,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from commands import read_pty
 from commands import replay_text as replay_cli
 
 import replay
@@ -358,7 +359,7 @@ def test_ctrl_c_at_a_terminal_interrupts_the_program_once(
             shown += os.read(controller, 4096)
         os.close(terminal)  # only now: with no end open, reading the controller fails
         os.write(controller, b"\x03")  # Ctrl-C
-        rest = _read_all(controller, deadline=time.monotonic() + 15)
+        rest = read_pty(controller, deadline=time.monotonic() + 15)
         process.wait(timeout=10)
     finally:
         process.kill()
@@ -454,7 +455,7 @@ def test_status_line_keeps_to_the_last_row_and_leaves_the_programs_output_whole(
         start_new_session=True,
     )  # fmt: skip
     os.close(terminal)
-    shown = _read_all(controller, deadline=time.monotonic() + 30)
+    shown = read_pty(controller, deadline=time.monotonic() + 30)
     process.wait(timeout=10)
     assert process.returncode == 0
     assert len(_KEEP.findall(shown)) == 1
@@ -484,23 +485,6 @@ def test_no_status_line_when_stderr_is_not_a_terminal(tmp_path: Path, fast_origi
     assert result.returncode == 0
     assert "\r" not in result.stderr
     assert "recording:" not in result.stderr
-
-
-def _read_all(fd: int, deadline: float) -> str:
-    """Everything written to a pty until its last writer closes it."""
-    data = b""
-    try:
-        while time.monotonic() < deadline:
-            try:
-                piece = os.read(fd, 4096)
-            except OSError:  # EIO: every writer is gone (Linux)
-                break
-            if not piece:
-                break
-            data += piece
-    finally:
-        os.close(fd)
-    return data.decode(errors="replace")
 
 
 # -- the pieces the verbs print from ---------------------------------------------------------------

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from commands import read_pty
 
 import replay
 from replay.dialects import converse, gemini
@@ -94,7 +95,7 @@ def test_the_live_progress_line_counts_lines_elements_and_messages(
             command, stdout=terminal, stderr=terminal, start_new_session=True
         )
         os.close(terminal)
-        shown = _read_all(controller, deadline=time.monotonic() + 60)
+        shown = read_pty(controller, deadline=time.monotonic() + 60)
         process.wait(timeout=30)
     assert process.returncode == 0, shown
     counts = [int(n) for n in _DRAW.findall(shown)]
@@ -125,20 +126,3 @@ def test_a_counter_without_a_framing_counts_nothing_in_a_body_that_is_none() -> 
 def _response(pieces: list[bytes], content_type: str) -> replay.Response:
     chunks = [replay.Chunk(0.1 * (n + 1), piece) for n, piece in enumerate(pieces)]
     return replay.Response(status=200, headers=[("content-type", content_type)], chunks=chunks)
-
-
-def _read_all(fd: int, deadline: float) -> str:
-    """Everything written to a pty until its last writer closes it."""
-    data = b""
-    try:
-        while time.monotonic() < deadline:
-            try:
-                piece = os.read(fd, 4096)
-            except OSError:  # EIO: every writer is gone (Linux)
-                break
-            if not piece:
-                break
-            data += piece
-    finally:
-        os.close(fd)
-    return data.decode(errors="replace")
