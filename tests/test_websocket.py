@@ -161,6 +161,28 @@ def test_gaps_at_1x_on_virtual_time_are_the_recorded_ones_within_10_percent(
         assert replayed == pytest.approx(recorded_gap, rel=0.1)
 
 
+def test_a_background_tasks_long_sleep_does_not_jump_virtual_time_past_frames(
+    tmp_path: Path,
+) -> None:
+    # A library's keepalive task sleeps 20 s beside the client: virtual time's skipping
+    # sleeps would move the clocks past frames the peer thread sends on its own waits.
+    path = tmp_path / "slow.msgpack"
+    with RealtimeOrigin(delay=0.15) as origin, replay.use_cassette(path):
+        asyncio.run(_talk(origin.url))
+
+    async def beside_a_keepalive() -> list[Any]:
+        keepalive = asyncio.create_task(asyncio.sleep(20))
+        try:
+            return await _talk(_url(path))
+        finally:
+            keepalive.cancel()
+
+    with replay.use_cassette(path, record_mode="none", speed="virtual"):
+        again = asyncio.run(beside_a_keepalive())
+    for replayed, recorded_gap in zip(_delta_gaps(again[2][0]), _recorded_gaps(path), strict=True):
+        assert replayed == pytest.approx(recorded_gap, rel=0.1)
+
+
 def test_frames_at_1x_on_the_real_clock_are_never_early(recorded: Any) -> None:
     path, _ = recorded
     frames = Cassette.load(path).interactions[0].frames or ()

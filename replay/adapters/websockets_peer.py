@@ -32,7 +32,7 @@ import struct
 import threading
 from collections.abc import Callable
 
-from replay.clock import Clock, MonotonicClock
+from replay.clock import Clock, MonotonicClock, vtime
 from replay.engine.conversation import Conversation
 from replay.model import Response
 from replay.model.frames import OPCODE_OF
@@ -103,8 +103,14 @@ class Peer:
         self._thread = threading.Thread(target=self._run, name="replay-websocket-peer", daemon=True)
 
     def start(self) -> None:
-        """Start serving in a thread of its own."""
-        self._thread.start()
+        """Start serving in a thread of its own (the client's sleeps wait in real time
+        meanwhile: `replay.clock.vtime.hold_sleeps`)."""
+        vtime.hold_sleeps()
+        try:
+            self._thread.start()
+        except BaseException:
+            vtime.release_sleeps()
+            raise
 
     def client_sent(self, kind: str, data: bytes) -> None:
         """The client is sending a frame (called before its bytes reach the socket).
@@ -154,6 +160,7 @@ class Peer:
                 self.sock.close()
             with self.lock:
                 self.conversation.closed = True
+            vtime.release_sleeps()
             self._ended.set()
             if self.on_end is not None:
                 self.on_end(self.conversation)

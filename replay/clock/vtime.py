@@ -82,7 +82,7 @@ from typing import Any, Final
 
 from replay.clock import waits
 
-__all__ = ["PATCHED", "RealClock", "VirtualTime", "is_active"]
+__all__ = ["PATCHED", "RealClock", "VirtualTime", "hold_sleeps", "is_active", "release_sleeps"]
 
 #: The `time` functions that read the virtual clock while a session is active.
 PATCHED: Final = ("monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns", "time", "time_ns")
@@ -205,13 +205,35 @@ class _RunQueue:
 _queued: _RunQueue | None = None  # the installing thread's run queue, while installed
 _sleeper: int | None = None  # the installing thread, whose sleeps move the clocks instead
 _real_asyncio_sleep: Any = None  # `asyncio.sleep` before the patch (asyncio imported then)
+_holders = 0  # producers in other threads (WebSocket peers) whose sends a skip would outrun
+
+
+def hold_sleeps() -> None:
+    """A producer in another thread starts (a replayed WebSocket's peer): until
+    `release_sleeps`, the client's sleeps wait in real time again. Its frames come on the
+    peer's own waits, not on the client's loop: a skipping sleep (a library's 20 s keepalive
+    task) would jump the clocks past them."""
+    global _holders
+    with _lock:
+        _holders += 1
+
+
+def release_sleeps() -> None:
+    """The producer `hold_sleeps` named has ended."""
+    global _holders
+    with _lock:
+        _holders -= 1
+
+
+def _skips() -> bool:
+    return bool(_users and not _holders and threading.get_ident() == _sleeper)
 
 
 def _sleep(seconds: float) -> None:
     """`time.sleep` while virtual time is active: in the thread that started it, the clocks
     move by `seconds` at once (after a real `sleep(0)`: other threads get their turn); a
     client polling every second replays in milliseconds while its clocks see the seconds."""
-    if not (seconds > 0 and _users and threading.get_ident() == _sleeper):
+    if not (seconds > 0 and _skips()):
         _real_sleep(seconds)
         return
     _real_sleep(0)
@@ -221,7 +243,7 @@ def _sleep(seconds: float) -> None:
 async def _asyncio_sleep(delay: float, result: Any = None) -> Any:
     """`asyncio.sleep` while virtual time is active: in the thread that started it, a skip
     of `delay` that runs each timer falling due inside it (`replay.clock.waits.skip`)."""
-    if not (delay > 0 and _users and threading.get_ident() == _sleeper):
+    if not (delay > 0 and _skips()):
         return await _real_asyncio_sleep(delay, result)
     await waits.skip(delay, _monotonic, _advance)
     return result

@@ -264,9 +264,13 @@ def read_whole(body: bytes) -> tuple[tuple[Event, ...], str | None, bool]:
         problem = str(error)
     events: list[Event] = []
     parser = EventStreamParser()
-    for at in range(len(body)):  # (a damaged stream only: byte by byte, to where it breaks)
+    start = 0
+    while start + _PRELUDE <= len(body):  # (a damaged stream only: message by message)
+        total = struct.unpack_from(">I", body, start)[0]
+        message = body[start : start + max(total, _PRELUDE)]
         try:
-            events += parser.feed(body[at : at + 1])
-        except EventStreamError:
+            events += parser.feed(message)
+        except EventStreamError:  # the damaged message: the events before it stand
             break
+        start += len(message)
     return tuple(events), problem, False

@@ -45,8 +45,8 @@ def inner(data: str) -> tuple[str, str] | None:
             return None
         text = base64.b64decode(encoded, validate=True).decode("utf-8")
         event = json.loads(text)
-    except (ValueError, binascii.Error):  # (json's and UnicodeDecodeError are ValueErrors)
-        return None
+    except (ValueError, binascii.Error, RecursionError):  # (and UnicodeDecodeError: a ValueError)
+        return None  # (nested past the parser's stack: left as the chunk it came as)
     kind = event.get("type") if isinstance(event, dict) else None
     return (kind if isinstance(kind, str) and kind else CHUNK), text
 
@@ -70,7 +70,7 @@ def _error(name: str, data: str) -> tuple[str, str] | None:
         return None
     try:
         payload = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         payload = None
     message = payload.get("message") if isinstance(payload, dict) else None
     error = {"type": name, "message": message if isinstance(message, str) else data}

@@ -190,7 +190,7 @@ def _whole_container(text: str, position: int) -> int | None:
         return None
     try:
         return _DECODER.raw_decode(text, found.end())[1]
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the C decoder's stack: piece by piece
         return None
 
 

@@ -9,11 +9,11 @@ frames by their bytes. `nearest` finds the recorded frame a mismatch names: the 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from replay.model.frames import Frame
+from replay.redact import deep_json
 
 __all__ = ["IGNORED_KEYS", "differences", "frame_key", "nearest", "shown"]
 
@@ -25,22 +25,41 @@ IGNORED_KEYS: Final = frozenset({"event_id", "client_event_id", "timestamp", "cr
 _SHOWN = 160
 
 
+def _empty(value: Any) -> Any:
+    return {} if isinstance(value, dict) else [] if isinstance(value, list) else value
+
+
 def _stripped(value: Any, ignored: frozenset[str]) -> Any:
-    if isinstance(value, dict):
-        return {k: _stripped(v, ignored) for k, v in value.items() if k not in ignored}
-    if isinstance(value, list):
-        return [_stripped(v, ignored) for v in value]
-    return value
+    """`value` without the `ignored` fields at any depth (an explicit stack: a frame nested
+    past Python's recursion limit is keyed as any other)."""
+    result = _empty(value)
+    todo = [(value, result)] if isinstance(value, dict | list) else []
+    while todo:
+        source, copy = todo.pop()
+        items = source.items() if isinstance(source, dict) else enumerate(source)
+        for name, inner in items:
+            if isinstance(source, dict) and name in ignored:
+                continue
+            made = _empty(inner)
+            if isinstance(copy, dict):
+                copy[name] = made
+            else:
+                copy.append(made)
+            if isinstance(inner, dict | list):
+                todo.append((inner, made))
+    return result
 
 
 def frame_key(kind: str, data: bytes, ignored: frozenset[str] = IGNORED_KEYS) -> tuple[str, Any]:
-    """The key of a client frame: equal for two frames that match."""
+    """The key of a client frame: equal for two frames that match (at any depth)."""
     if kind == "text":
         try:
-            value = json.loads(data)
-        except (ValueError, RecursionError):
+            value = deep_json.loads(data)
+        except ValueError:
             return ("text", data)
-        canonical = json.dumps(_stripped(value, ignored), sort_keys=True, separators=(",", ":"))
+        canonical = deep_json.dumps(
+            _stripped(value, ignored), sort_keys=True, separators=(",", ":")
+        )
         return ("json", canonical)
     return (kind, data)
 

@@ -97,7 +97,7 @@ class Frame:
             return None
         try:
             return json.loads(self.data)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the parser's stack: no event
             return None
 
     @property

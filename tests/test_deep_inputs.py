@@ -1,0 +1,58 @@
+"""Input nested past Python's recursion limit, or damaged, in the framings and frames added
+for Bedrock, Gemini and WebSockets: read as the rest are, never a RecursionError, and a
+damaged event stream read in memory bounded by its size."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+
+from replay.framing import eventstream, invoke, jsonarray
+from replay.matching.frames import frame_key
+from replay.model.frames import Frame
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+def test_a_deep_text_frame_is_no_json_event_and_is_keyed_at_any_depth() -> None:
+    frame = Frame(0.1, "client", "text", DEEP)
+    assert frame.json() is None
+    assert frame.event_type is None
+    shallow = b"[" * 10 + b"]" * 10
+    assert frame_key("text", DEEP)[0] == frame_key("text", shallow)[0] == "json"
+    recorded = json.dumps({"type": "x", "event_id": "a", "v": [1, {"event_id": "b"}]})
+    sent = json.dumps({"event_id": "c", "v": [1, {"event_id": "d"}], "type": "x"})
+    assert frame_key("text", recorded.encode()) == frame_key("text", sent.encode())
+
+
+def test_a_deep_invoke_chunk_and_exception_stay_as_they_came() -> None:
+    payload = json.dumps({"bytes": base64.b64encode(DEEP).decode()})
+    assert invoke.inner(payload) is None
+    assert invoke.unwrap([(9, "chunk", payload, None, None)]) == [(9, "chunk", payload, None, None)]
+
+
+def test_a_deep_json_array_element_is_read_piece_by_piece() -> None:
+    body = b"[" + DEEP + b"]"
+    assert len(jsonarray.scan([body])) <= 1  # no RecursionError; at most the one element
+
+
+def test_a_large_damaged_event_stream_is_read_up_to_the_damage_in_bounded_memory() -> None:
+    good = eventstream.encode({":event-type": "messageStart"}, b'{"role":"assistant"}')
+    big = bytearray(eventstream.encode({":event-type": "chunk"}, b"x" * 8_000_000))
+    big[-1] ^= 0xFF  # its message CRC no longer matches
+    code = (
+        "import resource, sys\n"
+        "from replay.framing import eventstream\n"
+        "body = sys.stdin.buffer.read()\n"
+        "events, problem, cut = eventstream.read_whole(body)\n"
+        "print(len(events), bool(problem), cut)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], input=good + bytes(big), capture_output=True, check=True
+    )
+    counts, peak = done.stdout.decode().splitlines()
+    assert counts == "1 True False"
+    assert int(peak) < 200_000  # KiB, the child's peak: the body a few times over, not ~90x
