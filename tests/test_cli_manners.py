@@ -102,3 +102,28 @@ def test_help_names_every_argument_and_every_client() -> None:
         assert "httpx/httpx2" not in text
         for client in ("aiohttp", "requests", "urllib3", "http.client"):
             assert client in text, (args, client)
+
+
+def test_help_says_what_the_verbs_do_with_websockets_and_policies(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from replay.matching import DEFAULT_MATCH_ON
+
+    for args in (["--help"], ["serve", "--help"], ["show", "--help"]):
+        assert "WebSocket" in " ".join(run_replay(*args).stdout.split()), args
+    show = " ".join(run_replay("show", "--help").stdout.split())
+    assert "--fault SPEC --timeline: a fault" in show
+    helped = subprocess.run(
+        [sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    text = " ".join(helped.stdout.split())
+    assert "ttft=recorded,rest=instant" in text
+    assert f"(default: {' '.join(DEFAULT_MATCH_ON)})" in text
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    assert f"| `{' '.join(DEFAULT_MATCH_ON)}` |" in readme

@@ -184,9 +184,35 @@ def test_migrate_reports_each_file_and_marks_the_matching(tmp_path: Path) -> Non
 
     again = replay_text("migrate", str(tmp_path))
     assert "test_one.msgpack exists, kept (--force replaces it)" in again.stdout
-    assert replay_text("migrate", str(tmp_path / "nowhere")).stderr.startswith(
-        "replay: error: no such file or directory"
-    )
+    assert "match_on.json" not in again.stdout  # its own marks are not looked at
+    missing = replay_text("migrate", str(tmp_path / "nowhere"))
+    assert missing.stderr == f"replay: error: {tmp_path / 'nowhere'}: no such file or directory\n"
     unknown = replay_text("migrate", str(tmp_path), "--match-on", "methd")
     assert unknown.returncode == 1
     assert unknown.stderr.startswith("replay: error: unknown matcher 'methd'"), unknown.stderr
+
+
+def test_migrate_leaves_a_replay_cassette_alone_and_fails_on_broken_yaml(tmp_path: Path) -> None:
+    from replay.convert.files import save_vcr
+    from replay.model import Chunk, Interaction, Request, Response
+
+    interaction = Interaction(
+        Request(method="GET", url="http://127.0.0.1:1/a"),
+        Response(status=200, chunks=[Chunk(0.0, b"ok")]),
+    )
+    save_vcr(tmp_path / "test_one.yaml", [interaction])
+    assert replay_text("migrate", str(tmp_path)).returncode == 0
+    native = tmp_path / "test_one.msgpack"
+    (tmp_path / "test_one.match_on.json").unlink()  # as after a recording by replay
+    before = native.read_bytes()
+
+    forced = replay_text("migrate", "--force", str(native))
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stdout.splitlines()[0] == f"{native}: skipped: not a vcrpy cassette"
+    assert native.read_bytes() == before
+    assert not (tmp_path / "test_one.match_on.json").exists()  # its matching is not downgraded
+
+    (tmp_path / "bad.yaml").write_text("not: [yaml\n")
+    broken = replay_text("migrate", str(tmp_path))
+    assert broken.returncode == 1, broken.stdout
+    assert any("bad.yaml: failed: " in line for line in broken.stdout.splitlines())

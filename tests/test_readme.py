@@ -108,9 +108,12 @@ NOT_RUN = {
     "Serve a cassette to any client, or record any client through a proxy #2": "a proxy to "
     "the real API that runs until stopped, and a Node client (tests/test_proxy.py)",
     "Development #1": "installs the project and runs the whole suite, this file included",
-    "WebSockets (OpenAI Realtime, the Responses WebSocket mode) #1": "talks to OpenAI's "
-    "Realtime API; tests/test_websocket.py runs the same against a loopback origin",
 }
+
+#: The WebSocket program: its `ask` run against a loopback `RealtimeOrigin` (its URL for
+#: OpenAI's), then again with the origin stopped.
+WEBSOCKET = "WebSockets (OpenAI Realtime, the Responses WebSocket mode) #1"
+OPENAI_REALTIME = "wss://api.openai.com/v1/realtime?model=gpt-realtime"
 
 
 @attrs.frozen
@@ -157,6 +160,7 @@ def run_listed() -> list[str]:
         PYTEST_COMMANDS,
         RECORDS,
         *(name for name, _ in SHELL),
+        WEBSOCKET,
     ]
 
 
@@ -366,3 +370,21 @@ def test_the_shell_blocks_run_offline_after_recording(
     ran = background["shell"].result(timeout=4 * TIMEOUT)
 
     assert not failures(ran), failures(ran)
+
+
+def test_the_websocket_block_records_then_replays_offline(
+    tmp_path: Path, environments: Environments
+) -> None:
+    from replay.testing.realtime import RealtimeOrigin
+
+    with RealtimeOrigin() as origin:
+        program = BLOCKS[WEBSOCKET].text.replace(OPENAI_REALTIME, origin.url)
+        assert program != BLOCKS[WEBSOCKET].text
+        runner = "\nimport asyncio\n\nasyncio.run(ask('sk-readme-test'))\n"
+        (tmp_path / "ws.py").write_text(program + runner, encoding="utf-8")
+        first = shell(WEBSOCKET, "python ws.py", tmp_path, environments.first(origin.url))
+        assert origin.connections == 1
+    again = shell(WEBSOCKET, "python ws.py", tmp_path, environments.later(origin.url))
+    for ran in (first, again):
+        assert ran.returncode == 0, ran.explain()
+        assert ran.output.strip() == "{}", ran.explain()

@@ -86,6 +86,26 @@ def test_a_bad_policy_is_one_line(recorded: tuple[str, Path], args: tuple[str, .
     ]
 
 
+def test_virtual_plays_as_recorded_in_show_and_play(recorded: tuple[str, Path]) -> None:
+    _, path = recorded
+    plain = replay_text("show", "--timeline", "--speed", "ttft=recorded", str(path))
+    virtual = replay_text("show", "--timeline", "--speed", "virtual,ttft=recorded", str(path))
+    assert virtual.returncode == 0, virtual.stderr
+    assert _columns(virtual.stdout, "played") == _columns(plain.stdout, "played")
+    played = replay_bytes("play", str(path), "--speed", "virtual,instant")
+    assert played.returncode == 0, played.stderr
+    assert played.stdout == replay.Cassette.load(path).interactions[0].response.body
+
+
+def test_show_speed_without_timeline_is_a_usage_error(recorded: tuple[str, Path]) -> None:
+    _, path = recorded
+    result = replay_text("show", "--speed", "10x", str(path))
+    assert result.returncode == 2
+    assert result.stderr == (
+        "replay: error: --speed and --fault go with --timeline (see replay show --help)\n"
+    )
+
+
 def test_play_takes_a_policy(recorded: tuple[str, Path]) -> None:
     _, path = recorded
     response = replay.Cassette.load(path).interactions[0].response

@@ -166,6 +166,35 @@ def test_show_lists_each_frame_with_its_direction_time_and_type(tmp_path: Path) 
     assert timeline.returncode == 0, timeline.stderr
 
 
+def _played_ms(path: Path, speed: str) -> float:
+    """The played duration `show --timeline --speed` draws for the conversation (ms)."""
+    shown = replay_text("show", "--timeline", "--speed", speed, str(path))
+    assert shown.returncode == 0, shown.stderr
+    row = next(line for line in shown.stdout.splitlines() if " played " in line)
+    sparks = row.split("|")[1]
+    assert sparks.strip(), row  # the frames are drawn
+    return float(row.split("|")[-1].split()[-1])
+
+
+def test_show_timeline_plays_frames_as_a_conversation_replays_them(tmp_path: Path) -> None:
+    opening = Frame(0.01, "server", "text", b'{"type": "session.created"}')
+    create = Frame(0.02, "client", "text", b'{"type": "response.create"}')
+    answer = [Frame(at, "server", "text", b'{"type": "response.done"}') for at in (0.06, 0.1)]
+    path = _cassette(tmp_path / "rt.msgpack", (opening, create, *answer))
+    # The client sends 10 ms after the opening frame (its own time); the answer is scaled.
+    assert _played_ms(path, "1") == 100.0
+    assert _played_ms(path, "max_gap=0.01") == 100.0  # frames go by the policy's rest
+    assert _played_ms(path, "10x") == 1.0 + 10.0 + 8.0
+    assert _played_ms(path, "ttft=recorded,rest=instant") == 10.0
+
+    played = replay_text("play", str(path))
+    assert played.returncode == 1
+    assert played.stderr == (
+        "replay: error: interaction 0 is a WebSocket conversation (no body to play): "
+        f"replay show --events {path} shows its frames\n"
+    )
+
+
 def test_check_passes_a_valid_conversation_and_fails_a_corrupted_one(tmp_path: Path) -> None:
     good = _cassette(tmp_path / "good.msgpack", _frames(_realtime_events()))
     bad = _cassette(tmp_path / "bad.msgpack", _frames(_delta_after_done(_realtime_events())))

@@ -105,7 +105,8 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> _Parser:
     parser = _Parser(
         prog="replay",
-        description="Record and replay streaming HTTP (Server-Sent Events) with its timing: "
+        description="Record and replay streaming HTTP (Server-Sent Events, and WebSocket "
+        "conversations frame by frame) with its timing: "
         "httpx, httpx2, aiohttp, requests, urllib3 and http.client clients (the openai, "
         "anthropic, google-genai and boto3 SDKs through them), and any client through "
         "replay proxy.",

@@ -91,15 +91,16 @@ def convert_hint(path: Path) -> str:
     )
 
 
-def add_fault_option(parser: argparse.ArgumentParser) -> None:
-    """`--fault SPEC` (repeatable), for the verbs that replay."""
+def add_fault_option(parser: argparse.ArgumentParser, when: str = "") -> None:
+    """`--fault SPEC` (repeatable), for the verbs that replay; `when` prefixes its help
+    (the option it goes with: "--timeline: ")."""
     parser.add_argument(
         "--fault",
         action="append",
         default=[],
         dest="faults",
         metavar="SPEC",
-        help='a fault to inject at replay, e.g. "cut(after_events=5)", '
+        help=f'{when}a fault to inject at replay, e.g. "cut(after_events=5)", '
         '"status(429, times=1)", "stall(after_events=3, seconds=30)" (repeatable)',
     )
 

@@ -18,7 +18,8 @@ def add_verbs(verbs: Verbs) -> None:
         "serve",
         "serve a cassette over HTTP on 127.0.0.1, with its timing",
         "Run an HTTP server on 127.0.0.1 that answers each request from CASSETTE at its "
-        "recorded pace, for clients in any language.",
+        "recorded pace, for clients in any language; a WebSocket conversation is answered "
+        "frame by frame (its upgrade, then each turn the client's frames release).",
         "replay serve cassettes/app.msgpack --port 8080 --speed 1",
     )
     serve.add_argument("cassette", type=Path, metavar="CASSETTE", help=CASSETTE_HELP)

@@ -5,8 +5,20 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from replay.cli._args import CASSETTE_HELP, Command, Verbs, add_fault_option, load_cassette, verb
+from replay.cli._args import (
+    CASSETTE_HELP,
+    Command,
+    Verbs,
+    add_fault_option,
+    load_cassette,
+    usage_error,
+    verb,
+)
+
+if TYPE_CHECKING:
+    from replay.clock import Speed
 
 __all__ = ["COMMANDS", "add_verbs"]
 
@@ -28,7 +40,8 @@ def add_verbs(verbs: Verbs) -> None:
     form.add_argument(
         "--events",
         action="store_true",
-        help="each SSE / NDJSON event with its time, a delta's text first",
+        help="each SSE / NDJSON event (a WebSocket conversation's frames, both ways) with "
+        "its time, a delta's text first",
     )
     form.add_argument("--raw", action="store_true", help="the bodies as text")
     form.add_argument("--json", action="store_true", help="a machine-readable dump")
@@ -42,9 +55,10 @@ def add_verbs(verbs: Verbs) -> None:
         default=None,
         metavar="SPEC",
         help="--timeline: also the times played at this speed or policy, before any run "
-        "(e.g. 'ttft=recorded,rest=instant', '10x,max_gap=0.05')",
+        "(e.g. 'ttft=recorded,rest=instant', '10x,max_gap=0.05'; 'virtual' plays as "
+        "recorded; a WebSocket conversation's frames go by the policy's rest)",
     )
-    add_fault_option(show)
+    add_fault_option(show, "--timeline: ")
     show.add_argument(
         "--width",
         type=_width,
@@ -83,10 +97,8 @@ def _width(value: str) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from replay.errors import ConfigurationError
-
     if (args.speed is not None or args.faults) and not args.timeline:
-        raise ConfigurationError("--speed and --fault go with --timeline")
+        usage_error("--speed and --fault go with --timeline (see replay show --help)")
     several = len(args.cassettes) > 1
     for number, path in enumerate(args.cassettes):
         if several:
@@ -116,7 +128,7 @@ def _show_one(args: argparse.Namespace, path: Path) -> None:
     elif args.timeline and (args.speed is not None or args.faults):
         from replay.inspect.played import played_timeline
 
-        text = played_timeline(cassette, args.speed or "1", faults=args.faults)
+        text = played_timeline(cassette, _played(args.speed or "1"), faults=args.faults)
     elif args.timeline:
         text = describe.timeline(cassette)
     else:
@@ -128,12 +140,27 @@ def _show_one(args: argparse.Namespace, path: Path) -> None:
         print(note, file=sys.stderr)
 
 
+def _played(speed: str) -> Speed:
+    """The speed a --speed plays at here: "virtual" (an item of it) is as recorded, since
+    virtual time only changes what a client's own clocks read."""
+    from replay.session.args import session_speed
+
+    return session_speed(speed)[1]
+
+
 def _play(args: argparse.Namespace) -> int:
+    from replay.errors import ConfigurationError
     from replay.inspect import describe
 
     cassette = load_cassette(args.cassette)
-    out = sys.stdout.buffer
-    describe.play(cassette, args.interaction, args.speed, out, faults=args.faults)
+    speed = _played(args.speed)
+    index = args.interaction
+    if 0 <= index < len(cassette.interactions) and cassette.interactions[index].frames:
+        raise ConfigurationError(
+            f"interaction {index} is a WebSocket conversation (no body to play): "
+            f"replay show --events {args.cassette} shows its frames"
+        )
+    describe.play(cassette, index, speed, sys.stdout.buffer, faults=args.faults)
     return 0
 
 

@@ -17,6 +17,7 @@ matching (the body included).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -112,8 +113,11 @@ def unmark(cassette: str | Path) -> bool:
 
 
 def _stem(path: Path) -> str | None:
-    """The cassette name of a vcrpy file (`test_a.yaml.gz` → `test_a`), None for other files."""
+    """The cassette name of a vcrpy file (`test_a.yaml.gz` → `test_a`), None for other files
+    (a migration's own marks, `x.match_on.json`, included)."""
     name = path.name
+    if name.endswith(MARK_SUFFIX):
+        return None
     plain = name.removesuffix(".gz")
     for suffix in _TEXT_SUFFIXES:
         if plain.lower().endswith(suffix) and len(plain) > len(suffix):
@@ -137,8 +141,10 @@ def _candidates(root: Path) -> Iterator[Path]:
 
 
 def _not_vcrpy(problem: str) -> bool:
-    """Whether a refusal says the file is something else (not a damaged vcrpy cassette)."""
-    return problem.startswith(("not a vcrpy cassette", "a Ruby VCR", "neither a replay JSON"))
+    """Whether a refusal says the file is something else (not a damaged vcrpy cassette): a
+    YAML document of another shape is; a file that does not parse as YAML is a failure."""
+    other = ("not a vcrpy cassette (expected a mapping", "a Ruby VCR", "neither a replay JSON")
+    return problem.startswith(other)
 
 
 def migrate_tree(
@@ -166,13 +172,15 @@ def migrate_tree(
 
     root = Path(root)
     if not root.exists():
-        raise FileNotFoundError(f"no such file or directory: {root}")
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT).lower(), str(root))
     MatchIndex([], match_on=tuple(match_on))  # unknown names refused before any file is written
     return [_migrate_one(path, tuple(match_on), overwrite) for path in _candidates(root)]
 
 
 def _migrate_one(source: Path, match_on: tuple[str, ...], overwrite: bool) -> Migrated:
-    stem = _stem(source) or source.stem
+    stem = _stem(source)
+    if stem is None:  # named as no vcrpy cassette is (a replay cassette itself, a mark...)
+        return Migrated(source, source, "skipped", note="not a vcrpy cassette")
     target = source.with_name(cassette_file_name(stem))
     try:
         if source.name.lower().removesuffix(".gz").endswith(".json"):

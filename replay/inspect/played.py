@@ -7,22 +7,29 @@ For each interaction, two rows on one time scale: the recorded timeline and the 
 function a replay uses), each a sparkline of the chunks' arrivals, then its time to first
 byte, time to first token, longest gap and duration in milliseconds. A policy's jitter is
 drawn as a replay draws it (its seed and the interaction's position).
+
+A WebSocket conversation's frames are drawn as `replay.engine.conversation` plays them: a
+server frame due its recorded gap after the frame that released it (the client's last data
+frame, or the upgrade request), scaled by `factor_of(speed)` (a policy's `rest`; its other
+keys do not apply to frames); a client frame sent its recorded gap after the frame before it
+(the client's own time, which a speed does not change: an estimate).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import attrs
 
-from replay.clock import SpeedLike, format_speed, speed_of
+from replay.clock import SpeedLike, factor_of, format_speed, speed_of
 from replay.clock.policy import SpeedPolicy
 from replay.engine import Player
 from replay.engine.stepper import played_times, recorded_steps
 from replay.faults import FaultLike
 from replay.inspect.describe import SPARK_WIDTH, sparkline
 from replay.inspect.printable import printable
-from replay.model import Chunks, Response
+from replay.model import Chunks, Frame, Interaction, Response
 from replay.store.cassette import Cassette
 
 __all__ = ["played_cassette", "played_timeline"]
@@ -57,14 +64,18 @@ def played_timeline(
     lines.append(header.rstrip())
     for index, interaction in enumerate(cassette.interactions):
         response = player.play(index).response
-        recorded = recorded_steps(response)
-        played = played_times(response, policy, salt=index)
-        ttft = _ttft_step(response)
+        if interaction.frames:  # a WebSocket conversation: its frames' times
+            at = tuple(frame.at for frame in interaction.frames)
+            recorded, ttft = [0.0, *at, at[-1]], None
+            played = [0.0, *(moved := frame_times(interaction.frames, policy)), moved[-1]]
+        else:
+            recorded = recorded_steps(response)
+            played = played_times(response, policy, salt=index)
+            ttft = _ttft_step(response)
         scale = max(recorded[-1], played[-1])
         for label, times in (("recorded", recorded), ("played", played)):
-            lines.append(
-                _row(index if label == "recorded" else "", label, times, ttft, scale, width)
-            )
+            row_index = index if label == "recorded" else ""
+            lines.append(_row(row_index, label, times, ttft, scale, width, interaction))
         request = interaction.request
         lines.append(f"{'':>3}  {request.method} {request.url}")
     if not cassette.interactions:
@@ -86,6 +97,11 @@ def played_cassette(
     interactions = []
     for index, interaction in enumerate(cassette.interactions):
         response = player.play(index).response
+        if interaction.frames:
+            at = frame_times(interaction.frames, policy)
+            frames = [attrs.evolve(f, at=t) for f, t in zip(interaction.frames, at, strict=True)]
+            interactions.append(attrs.evolve(interaction, frames=frames))
+            continue
         played = played_times(response, policy, salt=index)
         moved = attrs.evolve(
             response,
@@ -95,6 +111,24 @@ def played_cassette(
         )
         interactions.append(attrs.evolve(interaction, response=moved))
     return Cassette(interactions)
+
+
+def frame_times(frames: Sequence[Frame], speed: SpeedLike) -> list[float]:
+    """The times a conversation's `frames` are played at, at `speed` (see the module)."""
+    factor = factor_of(speed_of(speed))
+    played: list[float] = []
+    before = before_at = anchor = anchor_at = 0.0
+    for frame in frames:
+        if frame.sender == "server":
+            gap = max(0.0, frame.at - anchor_at)
+            now = anchor if math.isinf(factor) else anchor + gap / factor
+        else:
+            now = before + max(0.0, frame.at - before_at)
+            if frame.kind in ("text", "binary"):  # it releases the server's answer
+                anchor, anchor_at = now, frame.at
+        played.append(now)
+        before, before_at = now, frame.at
+    return played
 
 
 def _ttft_step(response: Response) -> int | None:
@@ -118,15 +152,16 @@ def _row(
     ttft: int | None,
     scale: float,
     width: int,
+    interaction: Interaction,
 ) -> str:
-    """One timeline row: `times` are the steps' (the headers, each chunk, the end)."""
+    """One timeline row: `times` are the steps' (the headers, each chunk or frame, the end)."""
     chunks = times[1:-1]
     gaps = [b - a for a, b in zip([0.0, *times], times, strict=False)]
     return _ROW.format(
         index,
         label,
         f"|{sparkline(chunks, scale, width)}|",
-        _ms(chunks[0]) if chunks else "-",
+        _ms(chunks[0]) if chunks and not interaction.frames else "-",
         "-" if ttft is None else _ms(times[ttft]),
         _ms(max(gaps)),
         _ms(times[-1]),

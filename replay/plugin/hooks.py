@@ -101,8 +101,8 @@ def _add_options(group: Any, *, declare_shared: bool) -> None:
     group.addoption(
         "--replay-speed",
         default=None,
-        help="replay speed of cassettes that choose none: instant, 1, 10x, virtual "
-        "(default: ini replay_speed, else instant)",
+        help="replay speed of cassettes that choose none: instant, 1, 10x, virtual, or a "
+        "policy such as ttft=recorded,rest=instant (default: ini replay_speed, else instant)",
     )
     group.addoption(
         "--cassette-dir",
@@ -136,11 +136,12 @@ def _add_options(group: Any, *, declare_shared: bool) -> None:
 
 def _add_ini(parser: pytest.Parser) -> None:
     """The ini settings: the defaults of the command-line options, and the hosts."""
+    from replay.matching import DEFAULT_MATCH_ON
+
     parser.addini("replay_record_mode", "default record mode", default="once")
     parser.addini(
         "replay_match_on",
-        "default matchers of a cassette that names none (default: method scheme host port "
-        "path query body)",
+        f"default matchers of a cassette that names none (default: {' '.join(DEFAULT_MATCH_ON)})",
         type="args",
         default=[],
     )
