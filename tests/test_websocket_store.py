@@ -14,7 +14,7 @@ from replay.errors import CassetteFormatError
 from replay.model import Interaction, Request, Response
 from replay.model.frames import Frame
 from replay.store.cassette import Cassette
-from replay.store.file import dumps, load_interactions, save_interactions
+from replay.store.file import MAPPED_FROM, dumps, load_interactions, save_interactions
 
 FRAMES = (
     Frame(0.01, "server", "text", b'{"type":"session.created","event_id":"e1"}'),
@@ -113,3 +113,15 @@ def test_show_and_check_read_a_conversation_cassette(tmp_path: Path) -> None:
     checked = replay_text("check", str(path))
     assert "Traceback" not in checked.stderr
     assert checked.returncode in (0, 1), checked.stderr  # (1: a finding, not a crash)
+
+
+def test_a_conversation_in_a_file_past_the_mapped_size_is_saved_again(tmp_path: Path) -> None:
+    # A long Realtime audio session: a file read piece by piece (`store.MAPPED_FROM`), whose
+    # response payloads are spooled, is written again (convert, new episodes) as it was.
+    frames = tuple(Frame(0.001 * n, "server", "binary", bytes(1024)) for n in range(17_500))
+    path, again = tmp_path / "long.msgpack", tmp_path / "again.msgpack"
+    save_interactions(path, [_conversation(frames)])
+    assert path.stat().st_size > MAPPED_FROM
+    [loaded] = load_interactions(path)
+    save_interactions(again, [loaded])
+    assert again.read_bytes() == path.read_bytes()

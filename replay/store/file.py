@@ -196,9 +196,11 @@ def _interaction(i: Interaction) -> dict[str, Any]:
     if i.frames is not None:  # a WebSocket conversation (`replay.store.frames`)
         from replay.store.frames import frames_document
 
+        response = _response(i.response)  # (its payloads a list: a big file's are spooled)
+        response["chunks"]["data"] = list(response["chunks"]["data"])
         return {
             "request": {**_request(i.request), "body": i.request.body},
-            "response": _response(i.response),
+            "response": response,
             "frames": frames_document(i.frames),
         }
     return {
