@@ -37,6 +37,7 @@ from replay.engine.conversation import Conversation
 from replay.model import Response
 from replay.model.frames import OPCODE_OF
 from replay.redact.redactor import Redactor
+from replay.redact.shapes import PLACEHOLDER, hide_subprotocols
 
 __all__ = ["Peer", "accept_key", "frame_bytes"]
 
@@ -51,6 +52,16 @@ _READ_WAIT = 1.0
 def accept_key(key: str) -> str:
     """The `Sec-WebSocket-Accept` of a request's `Sec-WebSocket-Key` (RFC 6455, 4.2.2)."""
     return base64.b64encode(hashlib.sha1(key.encode() + _GUID).digest()).decode()
+
+
+def _subprotocol(recorded: str, sent: dict[str, str]) -> str:
+    """The subprotocol a replayed 101 names: the recorded one, or, where the recording hid a
+    credential in it (`hide_subprotocols`), the client's own item it stood for."""
+    if PLACEHOLDER not in recorded:
+        return recorded
+    offered = [item.strip() for item in sent.get("sec-websocket-protocol", "").split(",")]
+    hidden = hide_subprotocols(", ".join(offered)).split(", ")
+    return next((a for a, b in zip(offered, hidden, strict=False) if b == recorded), recorded)
 
 
 def frame_bytes(kind: str, data: bytes) -> bytes:
@@ -173,16 +184,20 @@ class Peer:
             if not data or len(request) > _MAX_HANDSHAKE:
                 return False
             request += data
-        key = ""
+        sent: dict[str, str] = {}
         for line in request.split(b"\r\n")[1:]:
             name, _, value = line.decode("latin-1").partition(":")
-            if name.strip().lower() == "sec-websocket-key":
-                key = value.strip()
+            sent[name.strip().lower()] = value.strip()
+        key = sent.get("sec-websocket-key", "")
         self._wait_until(self.response.headers_at)
         response = self.response
         phrase = _phrase(response.status)
         lines = [f"HTTP/1.1 {response.status} {phrase}"]
-        lines += [f"{n}: {v}" for n, v in response.headers if n.lower() not in _DROPPED]
+        lines += [
+            f"{n}: {_subprotocol(v, sent) if n.lower() == 'sec-websocket-protocol' else v}"
+            for n, v in response.headers
+            if n.lower() not in _DROPPED
+        ]
         if response.status == 101:
             lines.append(f"Sec-WebSocket-Accept: {accept_key(key)}")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")

@@ -57,6 +57,7 @@ from replay.redact.shapes import (
     PLACEHOLDER,
     chunks_hold_key,
     hide_header_shapes,
+    hide_subprotocols,
 )
 from replay.redact.urls import URL_MARKS, UrlRedaction, remember
 
@@ -213,6 +214,8 @@ class Redactor(UrlRedaction, JsonRedaction):
                 remember(verdicts, name, secret)
             if secret:
                 hidden = PLACEHOLDER
+            elif name.lower() == "sec-websocket-protocol":  # a browser client's key rides here
+                hidden = self._header_value(hide_subprotocols(value))
             elif value in _CLEAN_HEADER_VALUES:
                 hidden = value
             else:
@@ -335,12 +338,36 @@ class Redactor(UrlRedaction, JsonRedaction):
         then passed through the hook; None when the hook returns None (vcrpy's "do not
         record this one")."""
         response = interaction.response
-        headers = self._headers(response.headers)
+        headers = _unechoed(interaction.request, self._headers(response.headers))
         if headers is not response.headers:
             response = attrs.evolve(response, headers=headers)
         if is_event_stream(response):
             response = redact_payloads(response, self._json)
-        cleaned = Interaction(
-            self._request(interaction.request), response, frames=interaction.frames
-        )
+        frames = interaction.frames
+        if frames is not None:  # (a recorder's are already; a converted file's may not be)
+            frames = tuple(
+                attrs.evolve(f, data=self.frame(f.data))
+                if f.sender == "client" and f.kind == "text"
+                else f
+                for f in frames
+            )
+        cleaned = Interaction(self._request(interaction.request), response, frames=frames)
         return self.hook(cleaned) if self.hook is not None else cleaned
+
+
+def _unechoed(request: Request, headers: Headers) -> Headers:
+    """`headers` (a 101's) without the subprotocol it echoes when that is a credential the
+    request offered (Deepgram's `token, KEY` is answered `KEY`)."""
+    offered = request.header("sec-websocket-protocol")
+    if not offered:
+        return headers
+    raw = [item.strip() for item in offered.split(",")]
+    secret = {
+        a for a, b in zip(raw, hide_subprotocols(offered).split(", "), strict=False) if a != b
+    }
+    if not any(n.lower() == "sec-websocket-protocol" and v.strip() in secret for n, v in headers):
+        return headers
+    return tuple(
+        (n, PLACEHOLDER if n.lower() == "sec-websocket-protocol" and v.strip() in secret else v)
+        for n, v in headers
+    )

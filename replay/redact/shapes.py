@@ -17,6 +17,7 @@ Two tests, so that redaction does not depend on an exact list of names:
   them (`code`, `ticket`, `sid`) only where the value is opaque, as such credentials are
   (`?code=python` stays, and tells two requests apart).
 - **By shape.** A value holding a well-known key (`SHAPES`: OpenAI and Anthropic `sk-…`,
+  OpenAI's ephemeral `ek_…`,
   AWS `AKIA…`/`ASIA…`, Google `AIza…`, GitHub, GitLab, Slack, Hugging Face, Stripe, JWTs) is
   secret whatever its name; in a header value, so are the credentials after `Bearer`,
   `Basic` or `Token`.
@@ -50,6 +51,7 @@ __all__ = [
     "hash_shapes",
     "hide_header_shapes",
     "hide_shapes",
+    "hide_subprotocols",
     "holds_key",
     "is_secret_name",
     "is_secret_url_name",
@@ -147,6 +149,7 @@ def is_secret_url_name(name: str, value: str) -> bool:
 _KEYS = r"""
     \b(?:
       sk-(?=[A-Za-z_-]*[0-9])[A-Za-z0-9_-]{20,}        # OpenAI (sk-, sk-proj-), Anthropic (sk-ant-)
+    | ek_(?=[A-Za-z]*[0-9])[A-Za-z0-9]{20,}            # OpenAI ephemeral (Realtime client) keys
     | (?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}         # Stripe secret and restricted keys
     | (?:AKIA|ASIA)[A-Z0-9]{16}\b                      # AWS access key ids
     | AIza[A-Za-z0-9_-]{30,}                           # Google API keys
@@ -165,7 +168,7 @@ _KEYS = r"""
 # finds something.
 _ANCHORS = r"""
     [-_AJ](?:
-      (?<=sk-) | (?<=sk_) | (?<=rk_) | (?<=gh._) | (?<=github_pat_) | (?<=glpat-)
+      (?<=sk-) | (?<=sk_) | (?<=rk_) | (?<=ek_) | (?<=gh._) | (?<=github_pat_) | (?<=glpat-)
     | (?<=xox.-) | (?<=hf_) | (?<=eyJ) | (?<=A)(?=KIA|SIA|Iza)
     )
 """
@@ -234,7 +237,7 @@ def holds_key(text: str) -> bool:
 #: What each of `SHAPES` starts with: a body is looked for these (`bytes.find` scans at memory
 #: speed, where an expression looks at every position), and `SHAPES` tried where one is.
 _PREFIXES = (
-    b"sk-", b"sk_", b"rk_", b"AKIA", b"ASIA", b"AIza", b"ghp_", b"gho_", b"ghu_", b"ghs_",
+    b"sk-", b"sk_", b"rk_", b"ek_", b"AKIA", b"ASIA", b"AIza", b"ghp_", b"gho_", b"ghu_", b"ghs_",
     b"ghr_", b"github_pat_", b"glpat-", b"xox", b"hf_", b"eyJ",
 )  # fmt: skip
 #: A body is looked through in blocks of about this many bytes (few chunks are this long).
@@ -322,3 +325,24 @@ def hide_header_shapes(value: str) -> str:
     if header_shapes.search(value) is None:
         return value
     return header_shapes.sub(_keep_scheme, value)
+
+
+_SUBPROTOCOL_KEY = re.compile(r"(?i)^(.*(?:api[-_]?key|token|secret|auth)[^.]*\.)(.+)$")
+
+
+def hide_subprotocols(value: str) -> str:
+    """A `Sec-WebSocket-Protocol` value with the credentials browsers' clients carry in it
+    replaced: an item after a key-naming prefix (OpenAI's `openai-insecure-api-key.<key>`)
+    keeps its prefix, an item after a `token` / `bearer` item (Deepgram's) goes whole;
+    `value` itself when none is there."""
+    items = [item.strip() for item in value.split(",")]
+    hidden: list[str] = []
+    for index, item in enumerate(items):
+        named = _SUBPROTOCOL_KEY.match(item)
+        if named is not None:
+            item = named.group(1) + PLACEHOLDER
+        elif index and items[index - 1].lower() in ("token", "bearer") and item:
+            item = PLACEHOLDER
+        hidden.append(item)
+    joined = ", ".join(hidden)
+    return value if hidden == items else joined
