@@ -8,7 +8,14 @@ import base64
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
+
+from replay import faults
+from replay.convert.json_export import import_json
+from replay.convert.migrate import mark_path, recorded_under
+from replay.errors import CassetteFormatError, ConfigurationError
 from replay.framing import eventstream, invoke, jsonarray
 from replay.matching.frames import frame_key
 from replay.model.frames import Frame
@@ -56,3 +63,42 @@ def test_a_large_damaged_event_stream_is_read_up_to_the_damage_in_bounded_memory
     counts, peak = done.stdout.decode().splitlines()
     assert counts == "1 True False"
     assert int(peak) < 200_000  # KiB, the child's peak: the body a few times over, not ~90x
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "cut(after_events=" + "-" * 50_000 + "1)",
+        "cut(after_events=" + "1 if 1 else 2 " * 3000 + ")",
+    ],
+    ids=["huge", "deep"],
+)
+def test_a_huge_or_deep_fault_spec_is_one_short_configuration_error(spec: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        faults.parse(spec)
+    assert len(str(caught.value)) < 200
+    assert str(caught.value).startswith("bad fault 'cut(after_events=")
+
+
+@pytest.mark.parametrize(
+    "mark", [b"[" * 30_000, b"\xff\xfe{", b"{" * 70_000], ids=["deep", "not-utf8", "too-large"]
+)
+def test_a_damaged_migration_mark_is_a_cassette_format_error(tmp_path: Path, mark: bytes) -> None:
+    cassette = tmp_path / "c.msgpack"
+    mark_path(cassette).write_bytes(mark)
+    with pytest.raises(CassetteFormatError, match="not a mark of `replay migrate`"):
+        recorded_under(cassette)
+
+
+def test_a_bad_frame_kind_in_a_json_export_is_one_plain_line() -> None:
+    response = {"status": 101, "headers": [], "headers_at": 0.1, "chunks": [],
+                "end": {"at": 0.1, "error": None, "message": "", "truncated": False}}  # fmt: skip
+    frame = {"at": 0.2, "from": "client", "kind": "continuation", "data": "{}"}
+    request = {"method": "GET", "url": "ws://h/", "headers": [], "body": ""}
+    interaction = {"request": request, "response": response, "frames": [frame]}
+    doc = {"format": "replay-cassette-json", "version": 1, "interactions": [interaction]}
+    with pytest.raises(CassetteFormatError) as caught:
+        import_json(json.dumps(doc), "c.json")
+    message = str(caught.value)
+    assert "frames[0]: 'kind' must be in" in message
+    assert "Attribute(" not in message

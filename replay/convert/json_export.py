@@ -191,8 +191,8 @@ def _from_json(item: Any, where: str) -> Interaction:
             frames.append(
                 Frame(_time(doc, "at", place), sender, kind, _unspelled(doc, "data", place))
             )
-        except (TypeError, ValueError) as exc:
-            raise _Bad(f"{place}: {exc}") from exc
+        except (TypeError, ValueError) as exc:  # (attrs' validators: the message alone)
+            raise _Bad(f"{place}: {exc.args[0] if exc.args else exc}") from exc
     return Interaction(request, response, frames=frames)
 
 

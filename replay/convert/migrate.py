@@ -91,12 +91,14 @@ def recorded_under(cassette: str | Path) -> tuple[str, ...] | None:
     """
     path = mark_path(cassette)
     try:
-        text = path.read_text(encoding="utf-8")
+        if path.stat().st_size > 64 * 1024:  # (a mark names a few matchers)
+            raise CassetteFormatError(path, "not a mark of `replay migrate` (too large)")
+        text = path.read_bytes()
     except (FileNotFoundError, NotADirectoryError):
         return None
-    try:
-        names = json.loads(text)["match_on"]
-    except (ValueError, KeyError, TypeError) as exc:
+    try:  # (ValueError: not UTF-8 JSON; RecursionError: nested too deep to be a mark)
+        names = json.loads(text.decode("utf-8"))["match_on"]
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise CassetteFormatError(path, "not a mark of `replay migrate` (no match_on)") from exc
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
         raise CassetteFormatError(path, "match_on: expected a list of matcher names")

@@ -297,7 +297,7 @@ def parse(spec: str) -> Fault:
     """
     try:
         node = ast.parse(spec.strip(), mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, ValueError, MemoryError, RecursionError):  # (too deep, NUL: as bad)
         raise _bad(spec, "write NAME(key=value, ...), e.g. cut(after_events=5)") from None
     if isinstance(node, ast.Name):
         node = ast.Call(func=node, args=[], keywords=[])
@@ -320,7 +320,7 @@ def parse(spec: str) -> Fault:
 
 
 def _bad(spec: str, problem: str) -> ConfigurationError:
-    return ConfigurationError(f"bad fault {spec!r}: {problem}")
+    return ConfigurationError(f"bad fault {spec[:80] + '…' * (len(spec) > 80)!r}: {problem}")
 
 
 def coerce(faults: Iterable[FaultLike]) -> tuple[Fault, ...]:
