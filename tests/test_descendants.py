@@ -258,8 +258,8 @@ def test_replay_record_keeps_every_request_of_fork_and_forkserver_pools(
     app.write_text(APP)
     out = tmp_path / "out.msgpack"
     command = [sys.executable, "-m", "replay.cli", "record", str(out), "--"]
-    done = subprocess.run(
-        [*command, sys.executable, str(app), echo.url], capture_output=True, text=True
+    done = subprocess.run(  # (a bound: a hung pool fails here, with its output, not at 120 s)
+        [*command, sys.executable, str(app), echo.url], capture_output=True, text=True, timeout=55
     )
     assert done.returncode == 0, done.stderr
     assert len(load_interactions(out)) == 13
@@ -271,7 +271,7 @@ def test_replay_record_keeps_every_request_of_fork_and_forkserver_pools(
     echo.requests.clear()
     command = [sys.executable, "-m", "replay.cli", "run", str(out), "--"]
     replayed = subprocess.run(
-        [*command, sys.executable, str(app), echo.url], capture_output=True, text=True
+        [*command, sys.executable, str(app), echo.url], capture_output=True, text=True, timeout=55
     )
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout == done.stdout
