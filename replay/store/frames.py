@@ -102,11 +102,10 @@ def _kind(value: object) -> str:
 def flags(walker: Walker, parent: str, key: str) -> Any:
     """The walker's reader of a column of numbers or booleans (the opcodes, the senders)."""
     where = f"{parent}.{key}"
-    kind = walker.next_kind()
-    if kind != "list":
-        walker.skip()
-        return Skipped(kind)
-    count, _size = walker.list_length(where)
+    found = walker.list_or_skip(where)
+    if isinstance(found, Skipped):
+        return found
+    count, _size = found
     walker.charge(count, _ELEMENT, where)
     try:
         return walker.column(count)

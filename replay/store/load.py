@@ -254,11 +254,10 @@ def _map(readers: dict[str, Reader]) -> Reader:
 
 def _pairs(walker: Walker, parent: str, key: str) -> Any:
     where = f"{parent}.{key}"
-    kind = walker.next_kind()
-    if kind != "list":
-        walker.skip()
-        return Skipped(kind)
-    count, _size = walker.list_length(where)
+    found = walker.list_or_skip(where)
+    if isinstance(found, Skipped):
+        return found
+    count, _size = found
     walker.charge(count, _PAIR, where)
     start = walker.position
     try:
@@ -286,11 +285,10 @@ def _column(name: str) -> Reader:
 
     def read(walker: Walker, parent: str, key: str) -> Any:
         where = f"{parent}.{key}"
-        kind = walker.next_kind()
-        if kind != "list":
-            walker.skip()
-            return Skipped(kind)
-        count, size = walker.list_length(where)
+        found = walker.list_or_skip(where)
+        if isinstance(found, Skipped):
+            return found
+        count, size = found
         if name == "at":
             walker.charge(count, _TIME, where)
             times = walker.float64s(count, size)

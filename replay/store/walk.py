@@ -259,6 +259,14 @@ class Walker:
 
     # -- lists -------------------------------------------------------------------------------
 
+    def list_or_skip(self, where: str) -> tuple[int, int] | Skipped:
+        """`list_length` of the list that comes next; for anything else, a `Skipped` (passed)."""
+        kind = self.next_kind()
+        if kind != "list":
+            self.unpacker.skip()
+            return Skipped(kind)
+        return self.list_length(where)
+
     def list_length(self, where: str) -> tuple[int, int]:
         """The length of the list that comes next and the size of its header.
 
