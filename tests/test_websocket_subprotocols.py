@@ -16,6 +16,8 @@ from websockets.asyncio.server import serve
 from websockets.sync.client import connect
 
 import replay
+from replay.model import Interaction, Request, Response
+from replay.redact.redactor import Redactor
 
 KEY = "sk-proj-0123456789abcdefABCDEF0123456789"
 EPHEMERAL = "ek_68af1c2b3d4e5f60718293a4b5c6d7e8"
@@ -78,3 +80,16 @@ def test_a_key_in_the_subprotocols_is_not_stored_and_the_replay_is_accepted(
     with replay.use_cassette(path, record_mode="none"):
         assert talk() == live == (offered[-1], "you sent hello")
     assert hits[0] == 1
+
+
+def test_subprotocols_offered_without_spaces_keep_the_one_the_server_chose() -> None:
+    offered = "realtime,chat"  # (no key: nothing to hide, nothing hidden)
+    interaction = Interaction(
+        Request(method="GET", url="ws://h/v1", headers=[("Sec-WebSocket-Protocol", offered)]),
+        Response(status=101, headers=[("Sec-WebSocket-Protocol", "realtime")]),
+        frames=(),
+    )
+    cleaned = Redactor().interaction(interaction)
+    assert cleaned is not None
+    assert cleaned.response.header("Sec-WebSocket-Protocol") == "realtime"
+    assert cleaned.request.header("Sec-WebSocket-Protocol") == offered

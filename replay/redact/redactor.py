@@ -362,8 +362,8 @@ def _unechoed(request: Request, headers: Headers) -> Headers:
     if not offered:
         return headers
     raw = [item.strip() for item in offered.split(",")]
-    secret = {
-        a for a, b in zip(raw, hide_subprotocols(offered).split(", "), strict=False) if a != b
+    secret = {  # (the items joined as `hide_subprotocols` joins them: "a,b" is "a, b")
+        a for a, b in zip(raw, hide_subprotocols(", ".join(raw)).split(", "), strict=True) if a != b
     }
     if not any(n.lower() == "sec-websocket-protocol" and v.strip() in secret for n, v in headers):
         return headers
